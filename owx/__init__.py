@@ -1,0 +1,1 @@
+"""owx: OpenWhisk extended for long-running, stateful, resource-hungry functions."""

@@ -1,0 +1,316 @@
+"""Thin, typed access to Linux control groups (v1 split hierarchies and v2 unified).
+
+One :class:`Cgroup` names the same relative path in every controller owx uses
+(``memory``, ``cpu``, ``cpuacct``, ``pids`` on v1; the unified tree on v2).  The
+embedded platform creates one per action container; the Escra agent reads and
+resizes them.  Every method is a direct file read or write: no shelling out.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
+CFS_PERIOD_US = 100_000
+UNLIMITED = -1
+
+
+class CgroupError(OSError):
+    """A cgroup file could not be read or written (missing group, refused value)."""
+
+
+@dataclass(frozen=True)
+class CpuStat:
+    """Cumulative CPU counters of one cgroup."""
+
+    periods: int
+    throttled_periods: int
+    throttled_ns: int
+    usage_ns: int
+
+
+@dataclass(frozen=True)
+class MemoryStat:
+    """Memory use of one cgroup, in bytes."""
+
+    usage: int
+    limit: int
+    max_usage: int
+    oom_kills: int
+
+
+@lru_cache(maxsize=1)
+def is_v2() -> bool:
+    """True when /sys/fs/cgroup is the unified (v2) hierarchy."""
+    return (ROOT / "cgroup.controllers").exists()
+
+
+def available() -> bool:
+    """True when this process can create cgroups (root, writable hierarchy)."""
+    probe = ROOT / ("memory" if not is_v2() else "")
+    return os.access(probe, os.W_OK)
+
+
+def _write(path: Path, value: str | int) -> None:
+    try:
+        with open(path, "w") as handle:
+            handle.write(str(value))
+    except OSError as exc:
+        raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+
+
+def _read(path: Path) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError as exc:
+        raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+
+
+def _keyed(text: str) -> dict[str, int]:
+    pairs = (line.split() for line in text.splitlines() if line.strip())
+    return {key: int(value) for key, value, *_ in pairs}
+
+
+class Cgroup:
+    """One control group, addressed by its path relative to each hierarchy root."""
+
+    def __init__(self, relpath: str) -> None:
+        self.relpath = relpath.strip("/")
+
+    def __repr__(self) -> str:
+        return f"Cgroup({self.relpath!r})"
+
+    # -- paths -------------------------------------------------------------
+    def dir(self, controller: str = "memory") -> Path:
+        """The directory of this group in ``controller`` (the unified dir on v2)."""
+        return ROOT / self.relpath if is_v2() else ROOT / controller / self.relpath
+
+    def _dirs(self) -> list[Path]:
+        return [self.dir()] if is_v2() else [self.dir(c) for c in V1_CONTROLLERS]
+
+    @property
+    def name(self) -> str:
+        return self.relpath.rsplit("/", 1)[-1]
+
+    def exists(self) -> bool:
+        return self.dir().is_dir()
+
+    # -- lifecycle ---------------------------------------------------------
+    def create(self) -> "Cgroup":
+        """Create the group in every controller (parents too); idempotent."""
+        if is_v2():
+            self._enable_v2_controllers()
+        for path in self._dirs():
+            path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def _enable_v2_controllers(self) -> None:
+        parts = self.relpath.split("/")
+        for depth in range(len(parts)):
+            parent = ROOT.joinpath(*parts[:depth])
+            parent.mkdir(exist_ok=True)
+            wanted = {"memory", "cpu", "pids"} & set(_read(parent / "cgroup.controllers").split())
+            for controller in sorted(wanted):
+                try:
+                    _write(parent / "cgroup.subtree_control", f"+{controller}")
+                except CgroupError:
+                    pass  # a parent that has processes of its own cannot delegate
+
+    def add(self, pid: int) -> None:
+        """Move process ``pid`` into this group in every controller."""
+        for path in self._dirs():
+            _write(path / "cgroup.procs", pid)
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in _read(self.dir() / "cgroup.procs").split()]
+        except CgroupError:
+            return []
+
+    def kill_all(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to every process in the group."""
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def destroy(self, timeout: float = 2.0) -> None:
+        """Kill what runs in the group and remove it from every controller."""
+        self.set_oom_kill_disable(False, missing_ok=True)
+        deadline = time.monotonic() + timeout
+        for path in self._dirs():
+            while path.is_dir():
+                self.kill_all()
+                try:
+                    path.rmdir()
+                except OSError as exc:
+                    if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                        if path.is_dir():
+                            raise CgroupError(exc.errno, f"{path}: {exc.strerror}") from None
+                    time.sleep(0.005)
+
+    def children(self) -> list["Cgroup"]:
+        base = self.dir()
+        if not base.is_dir():
+            return []
+        return [Cgroup(f"{self.relpath}/{entry.name}") for entry in base.iterdir() if entry.is_dir()]
+
+    # -- memory ------------------------------------------------------------
+    def set_memory_limit(self, limit_bytes: int) -> None:
+        """Set the hard memory limit (swap included on v1 where accounted).
+
+        Raises :class:`CgroupError` (EBUSY) when the kernel refuses to shrink below usage.
+        """
+        if is_v2():
+            _write(self.dir() / "memory.max", "max" if limit_bytes < 0 else limit_bytes)
+            return
+        base = self.dir("memory")
+        memsw = base / "memory.memsw.limit_in_bytes"
+        value = UNLIMITED if limit_bytes < 0 else limit_bytes
+        current = int(_read(base / "memory.limit_in_bytes"))
+        growing = value == UNLIMITED or value > current
+        # memory <= memory+swap must hold at every step, so the order depends on direction.
+        if growing and memsw.exists():
+            _write(memsw, value)
+        _write(base / "memory.limit_in_bytes", value)
+        if not growing and memsw.exists():
+            _write(memsw, value)
+
+    def set_memory_high(self, high_bytes: int | None) -> None:
+        """cgroup v2 only: the throttle point below ``memory.max`` used for OOM rescue."""
+        _write(self.dir() / "memory.high", "max" if high_bytes is None else high_bytes)
+
+    def memory(self) -> MemoryStat:
+        if is_v2():
+            base = self.dir()
+            raw_limit = _read(base / "memory.max").strip()
+            limit = UNLIMITED if raw_limit == "max" else int(raw_limit)
+            peak = base / "memory.peak"
+            usage = int(_read(base / "memory.current"))
+            events = _keyed(_read(base / "memory.events"))
+            max_usage = int(_read(peak)) if peak.exists() else usage
+            return MemoryStat(usage, limit, max_usage, events.get("oom_kill", 0))
+        base = self.dir("memory")
+        control = _keyed(_read(base / "memory.oom_control"))
+        return MemoryStat(
+            usage=int(_read(base / "memory.usage_in_bytes")),
+            limit=int(_read(base / "memory.limit_in_bytes")),
+            max_usage=int(_read(base / "memory.max_usage_in_bytes")),
+            oom_kills=control.get("oom_kill", 0),
+        )
+
+    def set_oom_kill_disable(self, disabled: bool, missing_ok: bool = False) -> None:
+        """cgroup v1: pause tasks at the limit instead of killing them."""
+        if is_v2():
+            return
+        path = self.dir("memory") / "memory.oom_control"
+        if missing_ok and not path.exists():
+            return
+        _write(path, 1 if disabled else 0)
+
+    def under_oom(self) -> bool:
+        """True while tasks are paused at the limit (v1 with oom_kill_disable)."""
+        if is_v2():
+            return False
+        return _keyed(_read(self.dir("memory") / "memory.oom_control")).get("under_oom", 0) == 1
+
+    def oom_eventfd(self) -> int:
+        """A file descriptor that becomes readable on each OOM event of this group.
+
+        v1: an eventfd registered through ``cgroup.event_control``; read 8 bytes to
+        consume.  v2: an inotify descriptor on ``memory.events`` (readable when the
+        file changes; ``high``/``max``/``oom`` counters tell what happened).
+        The caller owns and closes the descriptor.
+        """
+        if is_v2():
+            return _inotify_modify_fd(self.dir() / "memory.events")
+        base = self.dir("memory")
+        efd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        control = os.open(base / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _write(base / "cgroup.event_control", f"{efd} {control}")
+        except CgroupError:
+            os.close(efd)
+            raise
+        finally:
+            os.close(control)
+        return efd
+
+    # -- cpu ---------------------------------------------------------------
+    def set_cpu_quota(self, quota_us: int, period_us: int = CFS_PERIOD_US) -> None:
+        """CFS bandwidth: ``quota_us`` of CPU time per ``period_us`` (-1: unlimited)."""
+        if is_v2():
+            _write(self.dir() / "cpu.max", f"{'max' if quota_us < 0 else quota_us} {period_us}")
+            return
+        base = self.dir("cpu")
+        _write(base / "cpu.cfs_period_us", period_us)
+        _write(base / "cpu.cfs_quota_us", quota_us)
+
+    def cpu_quota(self) -> tuple[int, int]:
+        """(quota_us, period_us); quota -1 means unlimited."""
+        if is_v2():
+            quota, period = _read(self.dir() / "cpu.max").split()
+            return (UNLIMITED if quota == "max" else int(quota), int(period))
+        base = self.dir("cpu")
+        return int(_read(base / "cpu.cfs_quota_us")), int(_read(base / "cpu.cfs_period_us"))
+
+    def set_cpu_shares(self, shares: int) -> None:
+        """Relative CPU weight (v1 shares 2..262144; mapped to v2 weight 1..10000)."""
+        if is_v2():
+            weight = max(1, min(10000, 1 + (shares - 2) * 9999 // 262142))
+            _write(self.dir() / "cpu.weight", weight)
+        else:
+            _write(self.dir("cpu") / "cpu.shares", shares)
+
+    def cpu(self) -> CpuStat:
+        if is_v2():
+            stat = _keyed(_read(self.dir() / "cpu.stat"))
+            return CpuStat(
+                periods=stat.get("nr_periods", 0),
+                throttled_periods=stat.get("nr_throttled", 0),
+                throttled_ns=stat.get("throttled_usec", 0) * 1000,
+                usage_ns=stat.get("usage_usec", 0) * 1000,
+            )
+        stat = _keyed(_read(self.dir("cpu") / "cpu.stat"))
+        return CpuStat(
+            periods=stat.get("nr_periods", 0),
+            throttled_periods=stat.get("nr_throttled", 0),
+            throttled_ns=stat.get("throttled_time", 0),
+            usage_ns=int(_read(self.dir("cpuacct") / "cpuacct.usage")),
+        )
+
+    # -- pids --------------------------------------------------------------
+    def set_pids_max(self, limit: int) -> None:
+        _write(self.dir("pids") / "pids.max", "max" if limit < 0 else limit)
+
+
+def _inotify_modify_fd(path: Path) -> int:
+    """An inotify fd watching ``path`` for IN_MODIFY (cgroup v2 event files)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    if fd < 0:
+        raise CgroupError(ctypes.get_errno(), "inotify_init1 failed")
+    in_modify = 0x00000002
+    if libc.inotify_add_watch(fd, str(path).encode(), in_modify) < 0:
+        err = ctypes.get_errno()
+        os.close(fd)
+        raise CgroupError(err, f"inotify_add_watch {path} failed")
+    return fd
+
+
+def wait_readable(fd: int, timeout: float | None) -> bool:
+    """Block until ``fd`` is readable or ``timeout`` seconds pass; True if readable."""
+    ready, _, _ = select.select([fd], [], [], timeout)
+    return bool(ready)

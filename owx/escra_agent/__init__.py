@@ -1,0 +1,1 @@
+"""owx.escra_agent"""

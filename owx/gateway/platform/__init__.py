@@ -1,0 +1,1 @@
+"""The embedded platform: action containers (backends), their pools, and nodes."""

@@ -1,0 +1,89 @@
+"""What flows between the invocation pipeline and the container pool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["success", "application error", "action developer error", "whisk internal error"]
+
+SUCCESS: Status = "success"
+APPLICATION_ERROR: Status = "application error"
+DEVELOPER_ERROR: Status = "action developer error"
+INTERNAL_ERROR: Status = "whisk internal error"
+
+# OpenWhisk's own wording for platform-detected failures.
+TIMEOUT_MESSAGE = "The action exceeded its time limits of {ms} milliseconds."
+OOM_MESSAGE = "The action exhausted its memory and was aborted."
+EXITED_MESSAGE = "The action did not produce a valid response and exited unexpectedly."
+LOG_TRUNCATED_MESSAGE = "Logs were truncated because the total bytes size exceeds the limit of {limit} bytes."
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    """Everything the pool needs to find or make a container for an action.
+
+    ``key`` identifies code + kind + memory (``namespace/[pkg/]name@revision``): two
+    specs with the same key may share warm containers.
+    """
+
+    key: str
+    kind: str  # "python:3", "python:3.11", "python:default", "python:tensorflow", "blackbox"
+    code: str | None = None  # source, or base64 zip when binary
+    binary: bool = False
+    main: str = "main"
+    image: str | None = None  # blackbox image (docker backend)
+    env: dict[str, str] = field(default_factory=dict)
+    memory_mb: int = 256
+    timeout_ms: int = 60_000
+    logs_bytes: int = 10 * 1024 * 1024
+    concurrency: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One activation as the runtime's ``POST /run`` receives it."""
+
+    value: dict[str, Any]
+    namespace: str
+    action_name: str
+    activation_id: str
+    transaction_id: str
+    deadline_ms: int  # epoch milliseconds
+    api_key: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. canary function id, store location
+
+    def payload(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "value": self.value,
+            "namespace": self.namespace,
+            "action_name": self.action_name,
+            "activation_id": self.activation_id,
+            "transaction_id": self.transaction_id,
+            "deadline": str(self.deadline_ms),
+        }
+        if self.api_key:
+            body["api_key"] = self.api_key
+        body.update(self.extra_env)
+        return body
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """What happened to one activation inside the platform."""
+
+    status: Status
+    result: dict[str, Any] | list[Any]
+    logs: list[str]
+    start_ms: int
+    end_ms: int
+    wait_ms: int = 0  # queueing before a container was assigned
+    init_ms: int | None = None  # set on cold starts: container + /init
+    container_id: str = ""
+    node: str = ""
+    memory_peak_bytes: int | None = None
+    failure: Literal["timeout", "oom", "exited", "init", None] = None
+
+    @property
+    def duration_ms(self) -> int:
+        return self.end_ms - self.start_ms
