@@ -16,6 +16,8 @@ INTERNAL_ERROR: Status = "whisk internal error"
 TIMEOUT_MESSAGE = "The action exceeded its time limits of {ms} milliseconds."
 OOM_MESSAGE = "The action exhausted its memory and was aborted."
 EXITED_MESSAGE = "The action did not produce a valid response and exited unexpectedly."
+INIT_EXITED_MESSAGE = "The action did not initialize and exited unexpectedly."
+INVALID_RESPONSE_MESSAGE = "The action did not produce a valid JSON response: {body}"
 LOG_TRUNCATED_MESSAGE = "Logs were truncated because the total bytes size exceeds the limit of {limit} bytes."
 
 
@@ -87,3 +89,37 @@ class RunOutcome:
     @property
     def duration_ms(self) -> int:
         return self.end_ms - self.start_ms
+
+
+# Why a container stopped without being asked to (what death listeners receive).
+DeathReason = Literal["exited", "oom", "timeout", "node-lost"]
+
+# Where a container stands in its pool.
+ContainerState = Literal["starting", "stem", "warm", "replica", "claimed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDeath:
+    """A container died: crashed, OOM-killed, killed for a timeout, or its node was lost."""
+
+    container_id: str
+    node: str
+    reason: DeathReason
+    action_key: str | None  # None for a stem cell that was never initialised
+    detected_at: float  # time.time() when the platform noticed
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    """One container of a pool, as the Escra agent and Canary see it."""
+
+    id: str
+    node: str
+    backend: str
+    state: ContainerState
+    action_key: str | None
+    memory_bytes: int  # current limit (what the pool accounts)
+    cgroup: str  # path relative to each cgroup hierarchy root
+    pid: int | None
+    in_flight: int

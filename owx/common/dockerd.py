@@ -1,0 +1,126 @@
+"""Bring up the machine's Docker engine when it is not running, and connect to it.
+
+There is no systemd on these machines: when ``docker info`` fails we start
+``dockerd --storage-driver=overlay2`` ourselves, detached (own session, stdin
+closed, log in a file), and poll until it answers. A lock file makes concurrent
+callers (tests of several packages, the docker backend) start at most one engine.
+Never start a second engine with ``--bridge=none``: it deletes the host's docker0.
+The engine is left running on purpose: it is the machine's, shared by everyone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import docker
+import docker.errors
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+PIDFILE = Path("/var/run/docker.pid")
+LOCKFILE = Path(tempfile.gettempdir()) / "owx-dockerd.lock"
+
+
+class DockerdError(RuntimeError):
+    """The Docker engine is not reachable and could not be started."""
+
+
+def ensure_dockerd(timeout: float = 60.0) -> docker.DockerClient:
+    """Return a client of a running Docker engine, starting ``dockerd`` if needed.
+
+    When ``DOCKER_HOST`` names another engine, that engine is used as is and never
+    started here.
+    """
+    client = _connect()
+    if client is not None:
+        return client
+    if os.environ.get("DOCKER_HOST"):
+        raise DockerdError(f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer; not starting a local dockerd")
+    with file_lock(LOCKFILE):
+        client = _connect()
+        if client is not None:
+            return client
+        process = None if _engine_pid() else _start_dockerd()
+        return _wait_ready(process, timeout)
+
+
+def dockerd_log_path() -> Path:
+    """Where a dockerd started by owx writes its log."""
+    log_dir = Path("/var/log")
+    if not os.access(log_dir, os.W_OK):
+        log_dir = Path(tempfile.gettempdir())
+    return log_dir / "owx-dockerd.log"
+
+
+def _connect() -> docker.DockerClient | None:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException:
+        return None
+    return client
+
+
+def _engine_pid() -> int | None:
+    """The pid of a dockerd that is alive but maybe not ready yet (started by someone else)."""
+    try:
+        pid = int(PIDFILE.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def _start_dockerd() -> subprocess.Popen[bytes]:
+    binary = shutil.which("dockerd")
+    if binary is None:
+        raise DockerdError("dockerd is not installed (apt-get install -y --no-install-recommends docker.io)")
+    log = open(dockerd_log_path(), "ab")  # noqa: SIM115 - handed to the child, closed below
+    try:
+        return subprocess.Popen(
+            [binary, "--storage-driver=overlay2"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        log.close()
+
+
+def _wait_ready(process: subprocess.Popen[bytes] | None, timeout: float) -> docker.DockerClient:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        client = _connect()
+        if client is not None:
+            return client
+        if process is not None and process.poll() is not None:
+            raise DockerdError(f"dockerd exited with {process.returncode}; log tail:\n{_log_tail()}")
+        time.sleep(0.1)
+    raise DockerdError(f"dockerd did not answer within {timeout:.0f} s; log tail:\n{_log_tail()}")
+
+
+def _log_tail(lines: int = 20) -> str:
+    try:
+        return "\n".join(dockerd_log_path().read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,50 @@
+"""Tunables of the Escra allocator and node agent (env ``OWX_ESCRA_*``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIB = 1024 * 1024
+CFS_PERIOD_US = 100_000
+
+
+class AllocatorParams(BaseModel):
+    """Knobs of the resource allocator (the paper's symbols in brackets).
+
+    Units: CPU quotas are microseconds of runtime per 100 ms CFS period
+    (100_000 µs = one core); memory is bytes.
+    """
+
+    upsilon: float = Field(20.0, gt=0, description="[Υ] gain of a throttled container's raise (dimensionless)")
+    gamma: float = Field(0.2, ge=0, description="[γ] windowed unused runtime, in cores, above which a quota shrinks")
+    kappa: float = Field(0.8, gt=0, le=1, description="[κ] share of the windowed unused runtime taken back per period")
+    window: int = Field(10, ge=1, description="[n] periods in the sliding throttle/unused windows")
+    sigma: float = Field(0.2, ge=0, lt=1, description="[σ] fraction of the global memory withheld for OOM events")
+    delta_bytes: int = Field(50 * MIB, ge=0, description="[δ] reclaim safe margin above usage")
+    reclaim_interval_s: float = Field(5.0, gt=0, description="period of proactive memory reclamation")
+    oom_slice_bytes: int = Field(64 * MIB, gt=0, description="memory given to a container per OOM event")
+    node_reserve_bytes: int = Field(128 * MIB, ge=0, description="pre-granted rescue memory each agent holds")
+    min_quota_us: int = Field(5_000, gt=0, description="a quota never shrinks below this (0.05 core)")
+    min_memory_bytes: int = Field(16 * MIB, gt=0, description="a memory limit never shrinks below this")
+    quota_step_us: int = Field(1_000, ge=0, description="quota changes smaller than this are not sent")
+    oom_wait_s: float = Field(2.0, gt=0, description="how long an OOM may wait for reclaimed memory before it proceeds")
+    node_timeout_s: float = Field(30.0, gt=0, description="silence after which a node's allocations return to the pool")
+
+
+class AgentSettings(BaseSettings):
+    """Configuration of one node agent."""
+
+    model_config = SettingsConfigDict(env_prefix="OWX_ESCRA_", extra="ignore")
+
+    node: str = "node0"
+    cgroup_root: str = "owx"
+    allocator_url: str = "http://127.0.0.1:3240"
+    app: str = Field("openwhisk", description="application of containers that carry no owx.app label")
+    period_s: float = Field(0.1, gt=0, description="telemetry period")
+    docker: bool = Field(False, description="also manage Docker containers (owx.node/owx.action labels, wsk* names)")
+    docker_sync_s: float = Field(1.0, gt=0, description="Docker's recorded limits follow direct writes after this quiet time")
+    rediscover_s: float = Field(1.0, gt=0, description="how often Docker is asked for containers")
+    request_timeout_s: float = Field(0.5, gt=0)
+    oom_slice_bytes: int = Field(64 * MIB, gt=0, description="memory a local OOM rescue adds to the limit")
+    event_log: str | None = Field(None, description="JSON-lines file receiving one record per OOM rescue")

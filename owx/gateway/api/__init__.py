@@ -1,0 +1,1 @@
+"""REST API blueprints, one per resource (OpenWhisk's ``/api/v1`` routes)."""

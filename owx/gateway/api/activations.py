@@ -1,0 +1,86 @@
+"""``/api/v1/namespaces/{ns}/activations``: list, get, result and logs."""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, jsonify, request
+
+from owx.gateway import errors
+from owx.gateway.api.request_args import flag, gateway, integer, namespace, paging
+from owx.gateway.errors import bad_request, not_found
+from owx.gateway.names import valid_name
+from owx.gateway.pipeline.records import summary
+
+blueprint = Blueprint("activations", __name__, url_prefix="/api/v1/namespaces/<ns>/activations")
+_ACTIVATION_ID = re.compile(r"\A[0-9a-f]{32}\Z")
+
+
+def _name_filter() -> tuple[str | None, str | None]:
+    """(simple name, package) of the ``name`` filter."""
+    raw = request.args.get("name")
+    if not raw:
+        return None, None
+    parts = raw.split("/")
+    if len(parts) > 2 or not all(valid_name(p) for p in parts):
+        raise bad_request(errors.BAD_NAME_FILTER.format(value=raw))
+    return (parts[1], parts[0]) if len(parts) == 2 else (parts[0], None)
+
+
+def _epoch(name: str) -> int | None:
+    value = integer(name, "activations")
+    if value is not None and value < 0:
+        raise bad_request(errors.BAD_EPOCH.format(value=value))
+    return value
+
+
+@blueprint.get("")
+@blueprint.get("/")
+def list_activations(ns: str):
+    """Activations, newest first; filters ``name``, ``since``, ``upto`` (epoch ms); ``docs`` for full records."""
+    ns = namespace(ns)
+    name, package = _name_filter()
+    since, upto = _epoch("since"), _epoch("upto")
+    docs, count = flag("docs"), flag("count")
+    store = gateway().activations
+    if count:
+        if docs:
+            raise bad_request(errors.DOCS_WITH_COUNT)
+        return jsonify(activations=store.count(ns, name, since, upto))
+    skip, limit = paging("activations")
+    found = store.list(ns, name, since, upto, skip, limit, docs)
+    if package:
+        path = f"{package}/{name}"
+        found = [r for r in found if _path(r).endswith(path)]
+    return jsonify(found if docs else [summary(r) for r in found])
+
+
+def _path(record: dict) -> str:
+    return next((a["value"] for a in record.get("annotations", ()) if a.get("key") == "path"), "")
+
+
+def _record(ns: str, activation_id: str) -> dict:
+    if not _ACTIVATION_ID.match(activation_id):
+        raise bad_request(errors.ACTIVATION_ID_ILLEGAL)
+    record = gateway().activations.get(namespace(ns), activation_id)
+    if record is None:
+        raise not_found()
+    return record
+
+
+@blueprint.get("/<activation_id>")
+def get_activation(ns: str, activation_id: str):
+    """One activation record."""
+    return jsonify(_record(ns, activation_id))
+
+
+@blueprint.get("/<activation_id>/result")
+def get_result(ns: str, activation_id: str):
+    """The ``response`` of an activation."""
+    return jsonify(_record(ns, activation_id)["response"])
+
+
+@blueprint.get("/<activation_id>/logs")
+def get_logs(ns: str, activation_id: str):
+    """The log lines of an activation."""
+    return jsonify(logs=_record(ns, activation_id)["logs"])

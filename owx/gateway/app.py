@@ -1,0 +1,72 @@
+"""The Flask application factory: blueprints, error bodies, transaction ids."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, g, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from owx.gateway import errors
+from owx.gateway.api import actions, activations, info, openapi, packages, web
+from owx.gateway.errors import ApiError
+from owx.gateway.pipeline.records import new_id
+from owx.gateway.service import Gateway
+from owx.gateway.stores import StoreUnavailable
+
+log = logging.getLogger(__name__)
+MAX_ENTITY_BYTES = 48 * 1024 * 1024  # OpenWhisk's largest action code, plus envelope
+BLUEPRINTS = (info, actions, packages, activations, web, openapi)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None):
+    response = jsonify(error=message, code=g.get("transaction_id") or new_id())
+    response.status_code = status
+    response.headers.update(headers or {})
+    return response
+
+
+def create_app(gateway: Gateway) -> Flask:
+    """A WSGI app serving OpenWhisk's REST API over ``gateway``."""
+    app = Flask("owx.gateway")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_ENTITY_BYTES
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.json.compact = True  # type: ignore[attr-defined]
+    app.extensions["owx"] = gateway
+    for module in BLUEPRINTS:
+        app.register_blueprint(module.blueprint)
+    for register in gateway.extensions.get("blueprints", ()):
+        register(app)
+
+    @app.before_request
+    def _transaction() -> None:
+        g.transaction_id = new_id()
+
+    @app.after_request
+    def _tag(response):
+        response.headers["X-Request-ID"] = g.get("transaction_id", "")
+        return response
+
+    @app.errorhandler(ApiError)
+    def _api_error(exc: ApiError):
+        return _error(exc.status, exc.message, exc.headers)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        messages = {404: errors.NOT_FOUND, 405: errors.METHOD_NOT_ALLOWED}
+        if exc.code == 413:
+            return _error(413, errors.ENTITY_TOO_BIG.format(
+                field="Request", size=request.content_length, allowed=MAX_ENTITY_BYTES))
+        return _error(exc.code or 500, messages.get(exc.code or 0, exc.description or exc.name))
+
+    @app.errorhandler(StoreUnavailable)
+    def _store_down(exc: StoreUnavailable):
+        log.error("store unavailable: %s", exc)
+        return _error(503, errors.SYSTEM_UNAVAILABLE.format(detail=exc))
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        log.exception("unhandled error")
+        return _error(500, errors.INTERNAL)
+
+    return app

@@ -1,0 +1,57 @@
+"""Errors as OpenWhisk reports them: ``{"error": "...", "code": "<transaction id>"}``."""
+
+from __future__ import annotations
+
+# OpenWhisk's standard wording (Messages in the controller).
+NOT_FOUND = "The requested resource does not exist."
+ALREADY_EXISTS = "resource already exists"
+CONFLICT = "Concurrent modification to resource detected."
+UNAUTHENTICATED = "The supplied authentication is invalid."
+NOT_AUTHORIZED = "The supplied authentication is not authorized to access '{}'."
+NAME_ILLEGAL = "The name of the entity contains illegal characters."
+NAMESPACE_ILLEGAL = "The namespace contains illegal characters."
+ACTIVATION_ID_ILLEGAL = "The activation id is not valid."
+TOO_MANY_REQUESTS = "Too many requests in the last minute (count: {count}, allowed: {allowed})."
+TOO_MANY_CONCURRENT = "Too many concurrent requests in flight (count: {count}, allowed: {allowed})."
+ENTITY_TOO_BIG = "{field} larger than allowed: {size} > {allowed} bytes."
+MALFORMED = "The request content was malformed:\n{detail}"
+LIMIT_OUT_OF_RANGE = "The value '{value}' is not in the range of 0 to {max} for {collection}."
+SKIP_OUT_OF_RANGE = "The value '{value}' is not greater than or equal to 0 for {collection}."
+NOT_INTEGER = "The value '{value}' is not an integer for {collection}."
+DOCS_WITH_COUNT = "The parameter 'docs' is not permitted with 'count'."
+BAD_EPOCH = "Parameter is not a valid value for epoch seconds: {value}"
+BAD_NAME_FILTER = "Parameter may be a 'simple' name or 'package-name/simple' name: {value}"
+SEQUENCE_TOO_LONG = "Too many actions in the sequence."
+SEQUENCE_NO_COMPONENT = "No component specified for the sequence."
+SEQUENCE_CYCLIC = "Sequence may not refer to itself."
+SEQUENCE_COMPONENT_NOT_FOUND = "Sequence component does not exist."
+PACKAGE_NOT_EMPTY = "Package not empty (contains {count} {entities})."
+PACKAGE_DOES_NOT_EXIST = "Binding references a package that does not exist."
+BINDING_NOT_ALLOWED = "Operation not permitted on package binding."
+RESPONSE_NOT_READY = "Response not yet ready."
+SYSTEM_UNAVAILABLE = "The service is temporarily unavailable: {detail}"
+INTERNAL = "There was an error processing your request."
+METHOD_NOT_ALLOWED = "The request method is not supported for the requested resource."
+UNSUPPORTED_KIND = "kind '{kind}' is not supported; supported kinds: {kinds}."
+
+
+class ApiError(Exception):
+    """An error answered to the client with ``status`` and OpenWhisk's error body."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def not_found(message: str = NOT_FOUND) -> ApiError:
+    return ApiError(404, message)
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, message)
+
+
+def conflict(message: str = CONFLICT) -> ApiError:
+    return ApiError(409, message)

@@ -1,0 +1,102 @@
+"""Namespaces and their keys; HTTP Basic authentication as OpenWhisk does it (``uuid:key``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import secrets
+import threading
+import time
+import uuid as uuidlib
+from dataclasses import dataclass
+
+from owx.gateway.errors import UNAUTHENTICATED, ApiError
+from owx.gateway.stores import Conflict, EntityStore
+
+SYSTEM_NAMESPACE = "_system"
+AUTH = "auth"
+CACHE_TTL_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The caller: a namespace and the key that authenticated it."""
+
+    namespace: str
+    uuid: str
+    key: str
+
+    @property
+    def subject(self) -> str:
+        return self.namespace
+
+    @property
+    def auth(self) -> str:
+        return f"{self.uuid}:{self.key}"
+
+
+def unauthenticated() -> ApiError:
+    return ApiError(401, UNAUTHENTICATED, {"WWW-Authenticate": 'Basic realm="owx"'})
+
+
+class Authenticator:
+    """Looks callers up by the uuid of their key; creates namespaces."""
+
+    def __init__(self, store: EntityStore) -> None:
+        self.store = store
+        self._cache: dict[str, tuple[float, Identity]] = {}
+        self._owners: dict[str, tuple[float, Identity]] = {}
+        self._lock = threading.Lock()
+
+    def identify(self, authorization: str | None) -> Identity:
+        """The identity behind an ``Authorization: Basic ...`` header, or 401."""
+        if not authorization or not authorization.startswith("Basic "):
+            raise unauthenticated()
+        try:
+            uuid, _, key = base64.b64decode(authorization[6:], validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            raise unauthenticated() from None
+        identity = self._lookup(uuid)
+        if identity is None or not hmac.compare_digest(identity.key.encode(), key.encode()):
+            raise unauthenticated()
+        return identity
+
+    def _lookup(self, uuid: str) -> Identity | None:
+        cached = self._cache.get(uuid)
+        if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
+            return cached[1]
+        entity = self.store.get(SYSTEM_NAMESPACE, AUTH, uuid) if uuid else None
+        if entity is None:
+            return None
+        identity = Identity(entity.doc["namespace"], uuid, entity.doc["key"])
+        with self._lock:
+            self._cache[uuid] = (time.monotonic(), identity)
+        return identity
+
+    def owner(self, namespace: str) -> Identity | None:
+        """The first identity of ``namespace`` (web actions run as it), or None."""
+        cached = self._owners.get(namespace)
+        if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
+            return cached[1]
+        for entity in self.store.list(SYSTEM_NAMESPACE, AUTH):
+            if entity.doc["namespace"] == namespace:
+                identity = Identity(namespace, entity.name, entity.doc["key"])
+                self._owners[namespace] = (time.monotonic(), identity)
+                return identity
+        return None
+
+    def ensure_namespace(self, namespace: str, auth: str | None = None) -> Identity:
+        """The first identity of ``namespace``, created (with ``auth`` or a new key) if absent."""
+        existing = self.owner(namespace)
+        if existing:
+            return existing
+        if auth:
+            uuid, _, key = auth.partition(":")
+        else:
+            uuid, key = str(uuidlib.uuid4()), secrets.token_urlsafe(48)[:64]
+        try:
+            self.store.put(SYSTEM_NAMESPACE, AUTH, uuid, {"namespace": namespace, "key": key}, None)
+        except Conflict:
+            pass
+        return Identity(namespace, uuid, key)

@@ -1,0 +1,1 @@
+"""The invocation pipeline: admission, execution on the platform, activation records."""

@@ -1,0 +1,180 @@
+"""Invoke an action: resolve, admit, run on the platform (or as a sequence), record."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from owx.config import Settings
+from owx.gateway.catalog import Catalog, ResolvedAction, annotation
+from owx.gateway.errors import bad_request
+from owx.gateway.identity import Identity
+from owx.gateway.names import parse_fqn
+from owx.gateway.pipeline import records
+from owx.gateway.pipeline.admission import Throttle
+from owx.gateway.platform.types import INTERNAL_ERROR, ActionSpec, RunOutcome, RunRequest
+from owx.gateway.stores import ActivationStore
+
+log = logging.getLogger(__name__)
+PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g., reserved properties)."
+
+
+class Runner(Protocol):
+    """Runs one activation somewhere and tells what happened (never raises for action failures)."""
+
+    def run(self, spec: ActionSpec, request: RunRequest) -> RunOutcome: ...
+
+
+@dataclass(frozen=True)
+class Invocation:
+    activation_id: str
+    future: Future[dict[str, Any]]
+
+
+def action_spec(resolved: ResolvedAction) -> ActionSpec:
+    """What the platform needs to find or make a container for ``resolved``."""
+    doc, limits = resolved.doc, resolved.limits
+    exec_doc = doc["exec"]
+    return ActionSpec(
+        key=f"{resolved.path}@{resolved.rev}",
+        kind=exec_doc["kind"],
+        code=exec_doc.get("code"),
+        binary=bool(exec_doc.get("binary")),
+        main=exec_doc.get("main", "main"),
+        image=exec_doc.get("image"),
+        memory_mb=limits["memory"],
+        timeout_ms=limits["timeout"],
+        logs_bytes=limits["logs"] * 1024 * 1024,
+        concurrency=limits.get("concurrency", 1),
+    )
+
+
+class Invoker:
+    """The pipeline behind ``POST .../actions/NAME`` and web actions."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        activations: ActivationStore,
+        runner: Runner,
+        throttle: Throttle,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.activations = activations
+        self.runner = runner
+        self.throttle = throttle
+        self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner]] = []
+        self._executor = ThreadPoolExecutor(settings.concurrent_invocations, thread_name_prefix="invoke")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=False)
+
+    def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner) -> None:
+        """Send actions that ``accepts`` selects to ``runner`` (e.g. Canary's stateful actions)."""
+        self.runners_by_annotation.append((accepts, runner))
+
+    def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Invocation:
+        """Admit and start one activation; its record arrives on the returned future."""
+        arguments = self._arguments(resolved, params)
+        self.throttle.admit(identity.namespace)
+        activation_id = records.new_id()
+        try:
+            future = self._executor.submit(self._admitted_run, identity, resolved, arguments, activation_id)
+        except RuntimeError:
+            self.throttle.release(identity.namespace)
+            raise
+        return Invocation(activation_id, future)
+
+    def _admitted_run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> dict:
+        try:
+            return self.execute(identity, resolved, args, aid)
+        finally:
+            self.throttle.release(identity.namespace)
+
+    @staticmethod
+    def _arguments(resolved: ResolvedAction, params: dict[str, Any]) -> dict[str, Any]:
+        if annotation(resolved.doc, "final") and set(params) & set(resolved.parameters):
+            raise bad_request(PARAMETERS_NOT_ALLOWED)
+        return {**resolved.parameters, **params}
+
+    def execute(
+        self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], activation_id: str,
+        cause: str | None = None,
+    ) -> dict[str, Any]:
+        """Run one activation to its stored record (synchronously)."""
+        if resolved.kind == "sequence":
+            record = self._sequence(identity, resolved, args, activation_id, cause)
+        else:
+            outcome = self._run(identity, resolved, args, activation_id)
+            record = records.activation(
+                activation_id=activation_id, namespace=identity.namespace, action=resolved.doc,
+                path=str(resolved.path), outcome=outcome, max_result_bytes=self.settings.max_payload_bytes,
+                cause=cause, extra_annotations=getattr(outcome, "annotations", None),
+            )
+        self.activations.put(record)
+        return record
+
+    def _runner_for(self, resolved: ResolvedAction) -> Runner:
+        for accepts, runner in self.runners_by_annotation:
+            if accepts(resolved):
+                return runner
+        return self.runner
+
+    def _run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> RunOutcome:
+        spec = action_spec(resolved)
+        now_ms = int(time.time() * 1000)
+        request = RunRequest(
+            value=args,
+            namespace=identity.namespace,
+            action_name=resolved.path.fqn,
+            activation_id=aid,
+            transaction_id=aid,
+            deadline_ms=now_ms + spec.timeout_ms,
+            api_key=identity.auth if annotation(resolved.doc, "provide-api-key") else None,
+        )
+        try:
+            return self._runner_for(resolved).run(spec, request)
+        except Exception as exc:  # the platform failed, not the action
+            log.exception("activation %s failed inside the platform", aid)
+            end_ms = int(time.time() * 1000)
+            return RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms, end_ms)
+
+    def _sequence(
+        self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str, cause: str | None
+    ) -> dict[str, Any]:
+        start_ms = int(time.time() * 1000)
+        component_ids: list[str] = []
+        duration = 0
+        value, last = args, None
+        for reference in resolved.doc["exec"]["components"]:
+            component = self.catalog.resolve(parse_fqn(reference, identity.namespace))
+            child_id = records.new_id()
+            last = self.execute(identity, component, {**component.parameters, **value}, child_id, cause=aid)
+            component_ids.append(child_id)
+            duration += last["duration"]
+            if not last["response"]["success"]:
+                break
+            value = last["response"]["result"]
+        end_ms = int(time.time() * 1000)
+        response = last["response"] if last else records.response("success", args, self.settings.max_payload_bytes)
+        annotations = [
+            {"key": "topmost", "value": cause is None},
+            {"key": "path", "value": str(resolved.path)},
+            {"key": "kind", "value": "sequence"},
+            {"key": "limits", "value": resolved.limits},
+            {"key": "waitTime", "value": 0},
+        ]
+        record = {
+            "activationId": aid, "namespace": identity.namespace, "name": resolved.doc["name"],
+            "subject": identity.namespace, "version": resolved.doc.get("version", "0.0.1"), "publish": False,
+            "start": start_ms, "end": end_ms, "duration": duration,
+            "response": response, "logs": component_ids, "annotations": annotations,
+        }
+        if cause:
+            record["cause"] = cause
+        return record

@@ -1,0 +1,180 @@
+"""Backend ``docker``: a container is a Docker container of a runtime image.
+
+Limits are set at creation the way OpenWhisk's invoker sets them (memory = memory
++ swap, CPU shares by memory) with CPU as quota/period, never NanoCpus, so Escra
+can update them later.  The container's cgroup parent is the node's cgroup, so
+its cgroup is ``<node cgroup>/<container id>`` like the local backend's.
+Output comes from an attach socket opened before start (nothing is missed), and
+death is seen through a pidfd on the container's init process.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+import signal
+import struct
+import threading
+
+import docker
+import docker.errors
+
+from owx.common.cgroups import CgroupError
+from owx.common.dockerd import ensure_dockerd
+from owx.gateway.platform.container import Backend, Container, ContainerRequest
+from owx.gateway.platform.proxy import ProxyClient
+
+log = logging.getLogger(__name__)
+
+RUNTIME_PORT = 8080
+CONNECT_RETRY_S = 30.0  # the proxy starts listening some time after `docker start`
+TENSORFLOW_KIND = "python:tensorflow"
+STREAM_NAMES = {1: "stdout", 2: "stderr"}
+
+
+class DockerBackend(Backend):
+    """Runs runtime images (and blackbox images) on the machine's Docker engine."""
+
+    name = "docker"
+
+    def __init__(self, runtime_image: str) -> None:
+        super().__init__()
+        self.client = ensure_dockerd()
+        self.runtime_image = runtime_image
+        self._ready: set[str] = set()
+        self._image_lock = threading.Lock()
+
+    def create(self, request: ContainerRequest) -> Container:
+        image = self._image_for(request)
+        limits = request.limits
+        api = self.client.api
+        host_config = api.create_host_config(
+            mem_limit=limits.memory_bytes,
+            memswap_limit=limits.memory_bytes,
+            cpu_shares=limits.cpu_shares,
+            cpu_period=limits.cpu_period_us,
+            cpu_quota=max(0, limits.cpu_quota_us),  # 0: no quota
+            pids_limit=limits.pids_max,
+            cgroup_parent="/" + request.cgroup_parent,
+        )
+        created = api.create_container(
+            image,
+            name=f"owx-{request.node}-{secrets.token_hex(6)}",
+            labels={**request.labels, "owx.backend": "docker"},
+            host_config=host_config,
+            detach=True,
+        )
+        container = DockerContainer(created["Id"], request, self.watcher, self.notifier)
+        try:
+            container.start(api)
+        except BaseException:
+            container.destroy()
+            raise
+        return container
+
+    def _image_for(self, request: ContainerRequest) -> str:
+        if request.kind == "blackbox":
+            if not request.image:
+                raise ValueError("a blackbox action needs an image")
+            return request.image
+        if request.kind == TENSORFLOW_KIND:
+            from owx.runtimes.image.build import TENSORFLOW_IMAGE as image
+        else:
+            image = self.runtime_image
+        with self._image_lock:
+            if image not in self._ready:
+                from owx.runtimes.image.build import ensure_image
+
+                ensure_image(image, client=self.client)
+                self._ready.add(image)
+        return image
+
+    def close(self) -> None:
+        super().close()
+        self.client.close()
+
+
+class DockerContainer(Container):
+    backend_name = "docker"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._api: docker.APIClient | None = None
+        self._attach = None  # keeps the attach socket (and its HTTP response) alive
+
+    def start(self, api: docker.APIClient) -> None:
+        """Attach to the output, start, and watch the init process."""
+        self._api = api
+        self._attach = api.attach_socket(self.id, params={"stdout": 1, "stderr": 1, "stream": 1})
+        fd = self._attach.fileno()
+        os.set_blocking(fd, False)
+        self._watcher.watch_stream(fd, _Demuxer(self).feed)
+        api.start(self.id)
+        state = api.inspect_container(self.id)
+        address = state["NetworkSettings"]["IPAddress"] or "127.0.0.1"
+        self.proxy = ProxyClient(address, RUNTIME_PORT, connect_retry_s=CONNECT_RETRY_S)
+        self._watch(state["State"]["Pid"])
+
+    def _signal_kill(self) -> None:
+        if self.pid and self.is_alive():
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # the container's init: the whole container goes
+                return
+            except ProcessLookupError:
+                return
+        if self._api is not None and self.pid is None:
+            try:
+                self._api.kill(self.id)
+            except docker.errors.APIError:
+                pass
+
+    def _release(self) -> None:
+        if self._api is not None:
+            try:
+                self._api.remove_container(self.id, force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                log.warning("could not remove docker container %s: %s", self.id[:12], exc)
+        if self._attach is not None:
+            self._watcher.unwatch(self._attach.fileno())
+            for closable in (self._attach, getattr(self._attach, "_sock", None)):
+                if closable is not None:
+                    closable.close()
+            self._attach = None
+
+    def _apply_memory_limit(self, memory_bytes: int) -> None:
+        assert self._api is not None
+        try:
+            self._api.update_container(self.id, mem_limit=memory_bytes, memswap_limit=memory_bytes)
+        except docker.errors.APIError as exc:
+            raise CgroupError(errno.EBUSY, f"docker refused memory {memory_bytes} for {self.id[:12]}: {exc}") from None
+
+    def _exit_code(self) -> int | None:
+        return None  # known to Docker only; asking it here would delay the death notice
+
+
+class _Demuxer:
+    """Splits Docker's multiplexed attach stream (8-byte frame headers) into stdout and stderr."""
+
+    HEADER = struct.Struct(">BxxxL")
+
+    def __init__(self, container: Container) -> None:
+        self.container = container
+        self.buffer = b""
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            for stream in STREAM_NAMES.values():
+                self.container.logs.feed(stream, b"")
+            return
+        self.buffer += chunk
+        while len(self.buffer) >= self.HEADER.size:
+            kind, size = self.HEADER.unpack_from(self.buffer)
+            end = self.HEADER.size + size
+            if len(self.buffer) < end:
+                return
+            payload, self.buffer = self.buffer[self.HEADER.size : end], self.buffer[end:]
+            self.container.logs.feed(STREAM_NAMES.get(kind, "stdout"), payload)

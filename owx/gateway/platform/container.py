@@ -1,0 +1,230 @@
+"""The two interfaces a backend implements: ``Backend`` makes ``Container`` objects.
+
+A container is one action runtime (a process tree in a cgroup, or a Docker
+container) with its proxy client, its log collector and its death watch.  The
+shared behaviour lives here; a backend module adds how to start, kill, resize
+and remove one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from owx.common.cgroups import Cgroup, CgroupError
+from owx.gateway.platform.limits import ContainerLimits
+from owx.gateway.platform.logs import LogCollector
+from owx.gateway.platform.proxy import ProxyClient, ProxyResponse
+from owx.gateway.platform.types import DeathReason
+from owx.gateway.platform.watcher import FdWatcher
+
+log = logging.getLogger(__name__)
+
+# Called once when a container stops: (container, reason, exit code or None).
+ExitListener = Callable[["Container", DeathReason, "int | None"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequest:
+    """What a backend needs to make one container."""
+
+    node: str
+    cgroup_parent: str  # relative cgroup path; the container's group is <cgroup_parent>/<id>
+    kind: str
+    image: str | None
+    limits: ContainerLimits
+    labels: dict[str, str]
+
+
+class Container(ABC):
+    """One action runtime: ``init``, ``run``, logs, liveness, death notice, resize, destroy."""
+
+    backend_name: str = ""
+
+    def __init__(self, cid: str, request: ContainerRequest, watcher: FdWatcher, notifier: ThreadPoolExecutor) -> None:
+        self.id = cid
+        self.node = request.node
+        self.kind = request.kind
+        self.request = request
+        self.memory_bytes = request.limits.memory_bytes
+        self.cgroup = Cgroup(f"{request.cgroup_parent}/{cid}")
+        self.pid: int | None = None
+        self.logs = LogCollector()
+        self.proxy: ProxyClient | None = None
+        self._watcher = watcher
+        self._notifier = notifier
+        self._listeners: list[ExitListener] = []
+        self._dead = threading.Event()
+        self._kill_reason: DeathReason | None = None
+        self._planned = False  # destroyed on purpose: listeners are not told
+        self._destroyed = False
+        self._oom_seen = False
+        self._pidfd: int | None = None
+        self._oomfd: int | None = None
+        self._lock = threading.Lock()
+
+    # -- protocol ------------------------------------------------------------
+    def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
+        """``POST /init``; raises ProxyTimeout / ProxyUnreachable."""
+        assert self.proxy is not None
+        return self.proxy.init(value, timeout)
+
+    def run(self, payload: dict[str, Any], timeout: float) -> ProxyResponse:
+        """``POST /run``; raises ProxyTimeout / ProxyUnreachable."""
+        assert self.proxy is not None
+        return self.proxy.run(payload, timeout)
+
+    # -- liveness ------------------------------------------------------------
+    def is_alive(self) -> bool:
+        return not self._dead.is_set()
+
+    def wait_dead(self, timeout: float | None) -> bool:
+        """Block until the container has stopped; True if it has."""
+        return self._dead.wait(timeout)
+
+    def on_exit(self, listener: ExitListener) -> None:
+        """Call ``listener(container, reason, exit_code)`` once when the container stops by itself
+        or is killed for a reason (timeout, node lost); not when it is destroyed on purpose."""
+        self._listeners.append(listener)
+
+    def oom_kills(self) -> int:
+        """OOM kills counted by the kernel in this container's cgroup (0 once the group is gone)."""
+        try:
+            return self.cgroup.memory().oom_kills
+        except CgroupError:
+            return 0
+
+    @property
+    def oom_seen(self) -> bool:
+        """An OOM event happened in this container's cgroup since it started."""
+        return self._oom_seen
+
+    # -- control -------------------------------------------------------------
+    def kill(self, reason: DeathReason) -> None:
+        """Stop the container now because of ``reason``; listeners hear that reason."""
+        with self._lock:
+            if self._kill_reason is None:
+                self._kill_reason = reason
+        self._signal_kill()
+
+    def destroy(self) -> None:
+        """Stop and remove the container on purpose (eviction, shutdown); idempotent."""
+        with self._lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+            self._planned = self._kill_reason is None
+        self._signal_kill()
+        self._dead.wait(5.0)
+        self._release()
+        self._close_watch_fds()
+        if self.proxy is not None:
+            self.proxy.close()
+
+    def set_memory_limit(self, memory_bytes: int) -> None:
+        """Change the hard memory limit (swap included); raises CgroupError when refused."""
+        self._apply_memory_limit(memory_bytes)
+        self.memory_bytes = memory_bytes
+
+    # -- for backends ---------------------------------------------------------
+    def _watch(self, pid: int) -> None:
+        """Start the death watch of process ``pid`` (and OOM events of the cgroup)."""
+        self.pid = pid
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._on_exit()
+            return
+        try:
+            self._oomfd = self.cgroup.oom_eventfd()
+            self._watcher.watch_event(self._oomfd, self._on_oom_event, once=False)
+        except CgroupError:
+            self._oomfd = None
+        self._watcher.watch_event(self._pidfd, self._on_exit)
+
+    def _on_oom_event(self) -> None:
+        self._oom_seen = True
+
+    def _on_exit(self) -> None:
+        if self._dead.is_set():
+            return
+        if self._oomfd is not None and _drain(self._oomfd):  # an OOM event in the same epoll batch
+            self._oom_seen = True
+        if not self._oom_seen and self.oom_kills() > 0:
+            self._oom_seen = True
+        code = self._exit_code()
+        reason: DeathReason = self._kill_reason or ("oom" if self._oom_seen else "exited")
+        self._dead.set()
+        self.logs.end()
+        for fd in (self._pidfd, self._oomfd):
+            if fd is not None:
+                self._watcher.unwatch(fd)
+        if self._planned:
+            return
+        for listener in self._listeners:
+            self._notifier.submit(_safe_call, listener, self, reason, code)
+
+    def _close_watch_fds(self) -> None:
+        for fd in (self._pidfd, self._oomfd):
+            if fd is not None:
+                self._watcher.unwatch(fd)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._pidfd = self._oomfd = None
+
+    @abstractmethod
+    def _signal_kill(self) -> None:
+        """Send SIGKILL to everything in the container (no waiting)."""
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Free what the container holds (cgroup, files, Docker object) once it is dead."""
+
+    @abstractmethod
+    def _apply_memory_limit(self, memory_bytes: int) -> None:
+        """Write the new memory limit where the backend keeps it."""
+
+    @abstractmethod
+    def _exit_code(self) -> int | None:
+        """The exit status of the runtime process, if the backend knows it."""
+
+
+def _drain(fd: int) -> bool:
+    """Consume pending events of a non-blocking event descriptor; True if there were any."""
+    try:
+        return bool(os.read(fd, 4096))
+    except OSError:
+        return False
+
+
+def _safe_call(listener: ExitListener, container: Container, reason: DeathReason, code: int | None) -> None:
+    try:
+        listener(container, reason, code)
+    except Exception:
+        log.exception("container exit listener failed for %s", container.id)
+
+
+class Backend(ABC):
+    """Makes containers on this machine; one module per backend."""
+
+    name: str = ""
+
+    def __init__(self) -> None:
+        self.watcher = FdWatcher(f"owx-{self.name}-watcher")
+        self.notifier = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"owx-{self.name}-notify")
+
+    @abstractmethod
+    def create(self, request: ContainerRequest) -> Container:
+        """Start a container for ``request``; it is ready for ``init`` when this returns."""
+
+    def close(self) -> None:
+        """Stop the backend's threads (containers are destroyed by their pools)."""
+        self.notifier.shutdown(wait=True)
+        self.watcher.close()

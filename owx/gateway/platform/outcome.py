@@ -1,0 +1,51 @@
+"""Turning what a container did into a ``RunOutcome``, with OpenWhisk's categories and wording."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from owx.gateway.platform.proxy import ProxyResponse
+from owx.gateway.platform.types import (
+    APPLICATION_ERROR,
+    DEVELOPER_ERROR,
+    INVALID_RESPONSE_MESSAGE,
+    SUCCESS,
+    Status,
+)
+
+MAX_ECHOED_BODY = 1000
+
+
+def classify_run(response: ProxyResponse) -> tuple[Status, dict[str, Any] | list[Any]]:
+    """Status and result of a ``/run`` answer, as OpenWhisk's invoker judges it.
+
+    200 with a JSON object carrying ``error`` is an application error (the action
+    returned ``{"error": ...}``); any other 200 object or array is a success.  Any other
+    status is the developer's fault (an exception, a non-JSON answer), keeping the
+    runtime's ``error`` text when it gave one.
+    """
+    body = response.body
+    if response.is_json and response.ok and isinstance(body, dict) and "error" in body:
+        return APPLICATION_ERROR, {"error": body["error"]}
+    if response.is_json and response.ok and isinstance(body, (dict, list)):
+        return SUCCESS, body
+    if response.is_json and isinstance(body, dict) and "error" in body:
+        return DEVELOPER_ERROR, {"error": body["error"]}
+    return DEVELOPER_ERROR, {"error": INVALID_RESPONSE_MESSAGE.format(body=_echo(body))}
+
+
+def init_error(response: ProxyResponse) -> dict[str, Any]:
+    """The result of a refused ``/init``: the runtime's own error when it gave one."""
+    body = response.body
+    if response.is_json and isinstance(body, dict) and "error" in body:
+        return {"error": body["error"]}
+    return {"error": f"The action failed to initialize: {_echo(body)}"}
+
+
+def error(message: str) -> dict[str, Any]:
+    return {"error": message}
+
+
+def _echo(body: Any) -> str:
+    text = body if isinstance(body, str) else repr(body)
+    return text[:MAX_ECHOED_BODY]

@@ -1,0 +1,122 @@
+"""HTTP client for a runtime's action proxy (``POST /init``, ``POST /run``)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+class ProxyUnreachable(ConnectionError):
+    """The proxy closed or refused the connection: the container is probably dead."""
+
+
+class ProxyTimeout(TimeoutError):
+    """The proxy did not answer within the time given."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyResponse:
+    status: int
+    body: Any  # parsed JSON, or the raw text when the proxy did not answer JSON
+    is_json: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+class ProxyClient:
+    """Keep-alive connections to one proxy; safe for concurrent activations (one connection each).
+
+    ``connect_retry_s`` > 0 retries refused connections for that long: a Docker
+    container's proxy only listens some time after start.  The local backend hands
+    the runtime an already-listening socket, so it never needs to retry.
+    """
+
+    def __init__(self, host: str, port: int, connect_retry_s: float = 0.0) -> None:
+        self.host = host
+        self.port = port
+        self._retry_refused_until = time.monotonic() + connect_retry_s
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
+        return self.post("/init", {"value": value}, timeout)
+
+    def run(self, payload: dict[str, Any], timeout: float) -> ProxyResponse:
+        return self.post("/run", payload, timeout)
+
+    def post(self, path: str, body: dict[str, Any], timeout: float) -> ProxyResponse:
+        data = json.dumps(body).encode()
+        deadline = time.monotonic() + timeout
+        conn = self._reuse()
+        if conn is not None:
+            try:
+                return self._exchange(conn, path, data, deadline, timeout)
+            except ProxyUnreachable:
+                pass  # the proxy may have closed an idle keep-alive connection: once more on a new one
+        return self._exchange(self._connect(deadline), path, data, deadline, timeout)
+
+    def _exchange(
+        self, conn: http.client.HTTPConnection, path: str, data: bytes, deadline: float, timeout: float
+    ) -> ProxyResponse:
+        try:
+            conn.timeout = max(0.001, deadline - time.monotonic())
+            if conn.sock is not None:
+                conn.sock.settimeout(conn.timeout)
+            conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            raw = response.read()
+        except (socket.timeout, TimeoutError) as exc:
+            conn.close()
+            raise ProxyTimeout(f"{path} did not answer within {timeout:.3f}s") from exc
+        except (ConnectionError, http.client.HTTPException, OSError) as exc:
+            conn.close()
+            raise ProxyUnreachable(f"{path}: {exc}") from exc
+        if response.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+        return _parse(response.status, raw)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _reuse(self) -> http.client.HTTPConnection | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def _connect(self, deadline: float) -> http.client.HTTPConnection:
+        while True:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=max(0.001, deadline - time.monotonic()))
+            try:
+                conn.connect()
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return conn
+            except ConnectionRefusedError as exc:
+                conn.close()
+                if time.monotonic() + 0.005 > min(deadline, self._retry_refused_until):
+                    raise ProxyUnreachable(f"connect {self.host}:{self.port}: {exc}") from exc
+                time.sleep(0.005)
+            except (socket.timeout, TimeoutError) as exc:
+                conn.close()
+                raise ProxyTimeout(f"connect {self.host}:{self.port} timed out") from exc
+            except OSError as exc:
+                conn.close()
+                raise ProxyUnreachable(f"connect {self.host}:{self.port}: {exc}") from exc
+
+
+def _parse(status: int, raw: bytes) -> ProxyResponse:
+    try:
+        return ProxyResponse(status, json.loads(raw), True)
+    except ValueError:
+        return ProxyResponse(status, raw.decode("utf-8", errors="replace"), False)

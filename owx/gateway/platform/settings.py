@@ -1,0 +1,25 @@
+"""Settings of the embedded platform that ``owx.config.Settings`` does not carry."""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class PlatformSettings(BaseSettings):
+    """Container limits and runtime launch options (env ``OWX_PLATFORM_<FIELD>``)."""
+
+    model_config = SettingsConfigDict(env_prefix="OWX_PLATFORM_", extra="ignore")
+
+    user_cpus: float | None = Field(
+        None,
+        gt=0,
+        description="CPUs shared by a node's containers; when set, each container gets a CFS quota of "
+        "user_cpus * memory / user_memory (OpenWhisk's userCpus). Unset: shares only, as OpenWhisk's default.",
+    )
+    pids_max: int = Field(1024, ge=16, description="pids limit of each container")
+    runtime_python: str = Field(sys.executable, description="interpreter of the local backend's runtime")
+    stem_memory_mb: int = Field(256, ge=128, description="memory of a prewarmed stem cell (OpenWhisk's prewarm)")
+    sentinel_wait_s: float = Field(2.0, gt=0, description="how long to wait for log sentinels after a run")

@@ -1,0 +1,50 @@
+"""Serve the gateway with waitress (a production WSGI server, threaded, one process)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from waitress.server import create_server
+
+from owx.gateway.app import create_app
+from owx.gateway.service import Gateway
+
+log = logging.getLogger(__name__)
+WSGI_THREADS = 64
+
+
+class GatewayServer:
+    """The gateway's HTTP server; ``serve_forever`` until ``stop``."""
+
+    def __init__(self, gateway: Gateway, host: str, port: int) -> None:
+        self.gateway = gateway
+        self._server = create_server(create_app(gateway), host=host, port=port, threads=WSGI_THREADS,
+                                     connection_limit=1000, channel_timeout=300, ident="owx")
+
+    @property
+    def port(self) -> int:
+        return self._server.effective_port  # type: ignore[attr-defined]
+
+    def serve_forever(self) -> None:
+        self._server.run()
+
+    def start_background(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="owx-http", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._server.close()
+        self.gateway.close()
+
+
+def stop_on_signals(server: GatewayServer) -> None:
+    """SIGTERM and SIGINT close the server and the gateway cleanly."""
+    def _stop(signum, _frame):
+        log.info("signal %s: stopping", signum)
+        server._server.close()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)

@@ -1,0 +1,30 @@
+"""Persistence of owx: `EntityStore` and `ActivationStore`, on SQLite (embedded default)
+or CouchDB. `open_stores(settings)` gives the configured pair."""
+
+from owx.gateway.stores.base import (
+    AUTH_COLLECTION,
+    AUTH_UUID_FIELD,
+    ActivationStore,
+    Conflict,
+    Entity,
+    EntityStore,
+    InvalidInput,
+    StoreError,
+    StoreUnavailable,
+)
+from owx.gateway.stores.factory import open_stores
+from owx.gateway.stores.validation import MAX_DOC_BYTES
+
+__all__ = [
+    "AUTH_COLLECTION",
+    "AUTH_UUID_FIELD",
+    "ActivationStore",
+    "Conflict",
+    "Entity",
+    "EntityStore",
+    "InvalidInput",
+    "MAX_DOC_BYTES",
+    "StoreError",
+    "StoreUnavailable",
+    "open_stores",
+]

@@ -1,0 +1,74 @@
+"""What every activation store derives from an OpenWhisk activation record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from owx.gateway.stores.base import InvalidInput
+from owx.gateway.stores.validation import check_activation_id, check_namespace, encode_doc
+
+#: ``response.status`` -> the ``statusCode`` OpenWhisk puts in activation summaries.
+STATUS_CODES = {"success": 0, "application error": 1, "action developer error": 2, "whisk internal error": 3}
+
+_SUMMARY_FIELDS = ("namespace", "name", "version", "publish", "annotations", "activationId", "start", "cause")
+
+
+@dataclass(frozen=True)
+class ActivationRow:
+    """A validated record ready to write: its index fields and its JSON text."""
+
+    activation_id: str
+    namespace: str
+    name: str  # the filter name: ``pkg/action`` for packaged actions, else the action name
+    start: int
+    text: str
+
+
+def filter_name(doc: dict[str, Any]) -> str:
+    """The name `ActivationStore.list(name=...)` matches: ``pkg/action`` when the ``path``
+    annotation is ``ns/pkg/action`` (as OpenWhisk's filter view), else ``doc["name"]``."""
+    for annotation in doc.get("annotations") or ():
+        if isinstance(annotation, dict) and annotation.get("key") == "path":
+            parts = annotation.get("value").split("/") if isinstance(annotation.get("value"), str) else []
+            if len(parts) == 3 and all(parts):
+                return f"{parts[1]}/{parts[2]}"
+            break
+    return doc["name"]
+
+
+def to_row(doc: object) -> ActivationRow:
+    """Validate a record and snapshot it; raises `InvalidInput` naming the bad field."""
+    if not isinstance(doc, dict):
+        raise InvalidInput(f"activation record must be a JSON object, got {type(doc).__name__}")
+    activation_id = check_activation_id(doc.get("activationId"))
+    namespace = check_namespace(doc.get("namespace"))
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"activation name must be a non-empty string, got {name!r:.80}")
+    start = doc.get("start")
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise InvalidInput(f"activation start must be epoch milliseconds (int), got {start!r:.80}")
+    text = encode_doc(doc, "activation record")
+    return ActivationRow(activation_id, namespace, filter_name(doc), start, text)
+
+
+def summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """OpenWhisk's list view of a record: no ``response`` and no ``logs``; ``end``,
+    ``duration`` and ``statusCode`` once the activation has ended."""
+    out = {key: doc[key] for key in _SUMMARY_FIELDS if key in doc}
+    end = doc.get("end")
+    if isinstance(end, int) and end > 0:
+        out["end"] = end
+        out["duration"] = doc.get("duration", end - doc["start"])
+        out["statusCode"] = status_code(doc.get("response"))
+    return out
+
+
+def status_code(response: object) -> int:
+    """0 success, 1 application error, 2 developer error, 3 whisk internal error."""
+    if not isinstance(response, dict):
+        return STATUS_CODES["whisk internal error"]
+    if isinstance(response.get("statusCode"), int):
+        return response["statusCode"]
+    return STATUS_CODES.get(response.get("status"), STATUS_CODES["whisk internal error"])

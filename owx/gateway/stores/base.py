@@ -1,0 +1,129 @@
+"""The store interfaces: `EntityStore` (namespaces, actions, packages, canary and
+disdel tables) and `ActivationStore` (activation records), their value type and errors.
+
+Both are used from many threads at once; every implementation is thread-safe.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+#: Collection of auth records. ``doc["uuid"]`` of these is indexed for `find_namespace_by_key`.
+AUTH_COLLECTION = "namespaces"
+AUTH_UUID_FIELD = "uuid"
+
+
+class StoreError(Exception):
+    """Base class of every error a store raises."""
+
+
+class Conflict(StoreError):
+    """The entity exists (create) or its current revision differs from the one given."""
+
+
+class StoreUnavailable(StoreError):
+    """The backing database cannot be reached or used (CouchDB down, data dir locked, ...)."""
+
+
+class InvalidInput(StoreError, ValueError):
+    """A key, revision or document the store refuses; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One stored entity. ``doc`` is the caller's own copy: mutating it changes nothing stored."""
+
+    namespace: str
+    collection: str
+    name: str
+    rev: str
+    updated: int  # epoch ms of the last put, strictly increasing within one store instance
+    doc: dict[str, Any]
+
+
+@runtime_checkable
+class EntityStore(Protocol):
+    """Schema-agnostic JSON documents addressed by (namespace, collection, name).
+
+    * ``namespace``: non-empty, no ``/``; ``collection``: ``[a-z][a-z0-9_.-]*`` (``actions``,
+      ``packages``, ``namespaces``, ``canary.job_info``, ``disdel.history``, ...); ``name``:
+      non-empty, may contain ``/`` (``pkg/action``). Bad keys raise `InvalidInput`.
+    * Optimistic concurrency: every put returns a new ``rev``; a later put or delete must name it.
+    * Lists are ordered by ``updated`` descending (most recently written first, as OpenWhisk
+      lists entities), ties by name descending.
+    """
+
+    def get(self, namespace: str, collection: str, name: str) -> Entity | None:
+        """The entity, or None."""
+
+    def put(self, namespace: str, collection: str, name: str, doc: dict[str, Any], rev: str | None) -> Entity:
+        """Create (``rev=None``; `Conflict` if it exists) or replace the revision ``rev``
+        (`Conflict` unless it is the current one). Docs up to `MAX_DOC_BYTES` of JSON."""
+
+    def delete(self, namespace: str, collection: str, name: str, rev: str | None = None) -> bool:
+        """Delete; False when absent. With ``rev``, `Conflict` unless it is the current one."""
+
+    def list(
+        self, namespace: str, collection: str, prefix: str = "", skip: int = 0, limit: int = 0
+    ) -> builtins.list[Entity]:
+        """Entities whose name starts with ``prefix``, newest update first; ``limit=0``: all."""
+
+    def count(self, namespace: str, collection: str, prefix: str = "") -> int:
+        """How many entities `list` would return without skip and limit."""
+
+    def find_namespace_by_key(self, uuid: str) -> Entity | None:
+        """The auth record (collection `AUTH_COLLECTION`) whose ``doc["uuid"]`` is ``uuid``.
+
+        Meant for every request's Basic-auth check: one indexed lookup, cached in-process."""
+
+    def close(self) -> None:
+        """Release connections and files. Idempotent."""
+
+
+@runtime_checkable
+class ActivationStore(Protocol):
+    """OpenWhisk activation records, written behind: `put` returns at once and a single
+    writer thread commits in batches. Reads see every record put before them."""
+
+    def put(self, doc: dict[str, Any]) -> None:
+        """Queue one record (``activationId``, ``namespace``, ``name``, ``start`` required).
+
+        Records are immutable: a second put of the same ``activationId`` is ignored (the
+        first write wins, which exactly-once commits rely on). Bad records raise
+        `InvalidInput` here, synchronously. If the backlog is full because the database
+        is unreachable, raises `StoreUnavailable`."""
+
+    def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
+        """The full record if it belongs to ``namespace``, else None."""
+
+    def list(
+        self,
+        namespace: str,
+        name: str | None = None,
+        since: int | None = None,
+        upto: int | None = None,
+        skip: int = 0,
+        limit: int = 0,
+        docs: bool = False,
+    ) -> builtins.list[dict[str, Any]]:
+        """Records of ``namespace``, newest ``start`` first. ``name`` is the action name or
+        ``pkg/action`` for packaged actions (from the ``path`` annotation, as OpenWhisk's
+        filter view); ``since``/``upto`` bound ``start`` inclusively (epoch ms);
+        ``limit=0``: all. ``docs=False`` gives OpenWhisk's summaries (no ``response``, no
+        ``logs``; ``statusCode``, ``duration`` and ``end`` when the activation ended)."""
+
+    def count(
+        self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None
+    ) -> int:
+        """How many records `list` would return without skip and limit."""
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every record put before this call is committed.
+
+        Raises `StoreUnavailable` if that does not happen within ``timeout`` seconds."""
+
+    def close(self) -> None:
+        """Flush, stop the writer, release connections. Raises `StoreUnavailable` (after
+        trying for a while) if records could not be written. Idempotent."""

@@ -1,0 +1,350 @@
+"""The embedded stores: SQLite files in the data directory (WAL, synchronous=NORMAL).
+
+One process owns each file (an exclusive lock file next to it says so), which makes the
+in-process entity cache exact: every write goes through this process and invalidates it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from owx.gateway.stores.activations import ActivationRow, summary, to_row
+from owx.gateway.stores.base import AUTH_COLLECTION, AUTH_UUID_FIELD, Conflict, Entity, StoreUnavailable
+from owx.gateway.stores.cache import EntityCache
+from owx.gateway.stores.validation import (
+    UpdateClock,
+    check_activation_id,
+    check_key,
+    check_name_filter,
+    check_namespace,
+    check_page,
+    check_prefix,
+    check_scope,
+    check_time,
+    describe,
+    encode_doc,
+    is_valid_rev,
+)
+from owx.gateway.stores.writebehind import WriteBehind
+
+_ENTITY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entities (
+    namespace  TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    rev        TEXT NOT NULL,
+    updated    INTEGER NOT NULL,
+    auth_uuid  TEXT,
+    doc        TEXT NOT NULL,
+    PRIMARY KEY (namespace, collection, name)
+);
+CREATE INDEX IF NOT EXISTS entities_by_updated ON entities (namespace, collection, updated DESC, name DESC);
+CREATE INDEX IF NOT EXISTS entities_by_auth_uuid ON entities (auth_uuid) WHERE auth_uuid IS NOT NULL;
+"""
+
+_ACTIVATION_SCHEMA = """
+CREATE TABLE IF NOT EXISTS activations (
+    activation_id TEXT PRIMARY KEY,
+    namespace     TEXT NOT NULL,
+    name          TEXT NOT NULL,
+    start         INTEGER NOT NULL,
+    record        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS activations_by_start ON activations (namespace, start DESC, activation_id DESC);
+CREATE INDEX IF NOT EXISTS activations_by_name ON activations (namespace, name, start DESC, activation_id DESC);
+"""
+
+
+@contextlib.contextmanager
+def _sqlite_errors(path: Path) -> Iterator[None]:
+    """Turn SQLite failures (locked, disk full, corrupt file) into `StoreUnavailable`."""
+    try:
+        yield
+    except sqlite3.Error as err:
+        raise StoreUnavailable(f"SQLite store {path}: {err}") from err
+
+
+class _OwnedDatabase:
+    """A SQLite file opened by this process only: lock file, schema, connections."""
+
+    def __init__(self, path: Path, schema: str) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as err:
+            raise StoreUnavailable(f"cannot use data directory {path.parent}: {err}") from err
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StoreUnavailable(f"{path} is in use by another owx store (one process owns a data directory)") from None
+        try:
+            with _sqlite_errors(path):
+                conn = self.connect()
+                conn.executescript(schema)
+                conn.close()
+        except BaseException:
+            self.release()
+            raise
+
+    def connect(self) -> sqlite3.Connection:
+        """A connection usable from any thread (callers serialise its use)."""
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def release(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # drops the flock
+            self._lock_fd = -1
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _next_rev(current: str | None) -> str:
+    generation = int(current.split("-", 1)[0]) + 1 if current else 1
+    return f"{generation}-{secrets.token_hex(16)}"
+
+
+class SQLiteEntityStore:
+    """`EntityStore` in one SQLite file, with an exact in-process read cache."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = _OwnedDatabase(path, _ENTITY_SCHEMA)
+        self._conn = self._db.connect()
+        self._lock = threading.Lock()
+        self._cache = EntityCache(ttl_s=None)
+        self._clock = UpdateClock()
+        self._closed = False
+
+    def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
+        with self._lock, _sqlite_errors(self._db.path):
+            if self._closed:
+                raise StoreUnavailable("entity store is closed")
+            return self._conn.execute(sql, args).fetchall()
+
+    def get(self, namespace: str, collection: str, name: str) -> Entity | None:
+        key = check_key(namespace, collection, name)
+        if (hit := self._cache.get(key)) is not None:
+            return hit
+        generation = self._cache.generation()
+        rows = self._query(
+            "SELECT rev, updated, doc FROM entities WHERE namespace=? AND collection=? AND name=?", key
+        )
+        if not rows:
+            return None
+        rev, updated, text = rows[0]
+        entity = Entity(*key, rev, updated, json.loads(text))
+        self._cache.store(entity, text, generation)
+        return entity
+
+    def put(self, namespace: str, collection: str, name: str, doc: dict[str, Any], rev: str | None) -> Entity:
+        key = check_key(namespace, collection, name)
+        text = encode_doc(doc)
+        uuid = doc.get(AUTH_UUID_FIELD) if collection == AUTH_COLLECTION else None
+        with self._lock, _sqlite_errors(self._db.path):
+            if self._closed:
+                raise StoreUnavailable("entity store is closed")
+            with _transaction(self._conn):
+                row = self._conn.execute(
+                    "SELECT rev FROM entities WHERE namespace=? AND collection=? AND name=?", key
+                ).fetchone()
+                current = row[0] if row else None
+                _check_rev(key, current, rev)
+                new_rev, updated = _next_rev(current), self._clock.next()
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*key, new_rev, updated, uuid if isinstance(uuid, str) else None, text),
+                )
+            self._cache.invalidate(key, auth=collection == AUTH_COLLECTION)
+        return Entity(*key, new_rev, updated, json.loads(text))
+
+    def delete(self, namespace: str, collection: str, name: str, rev: str | None = None) -> bool:
+        key = check_key(namespace, collection, name)
+        with self._lock, _sqlite_errors(self._db.path):
+            if self._closed:
+                raise StoreUnavailable("entity store is closed")
+            with _transaction(self._conn):
+                row = self._conn.execute(
+                    "SELECT rev FROM entities WHERE namespace=? AND collection=? AND name=?", key
+                ).fetchone()
+                if row is None:
+                    return False
+                if rev is not None:
+                    _check_rev(key, row[0], rev)
+                self._conn.execute("DELETE FROM entities WHERE namespace=? AND collection=? AND name=?", key)
+            self._cache.invalidate(key, auth=collection == AUTH_COLLECTION)
+        return True
+
+    def list(
+        self, namespace: str, collection: str, prefix: str = "", skip: int = 0, limit: int = 0
+    ) -> builtins.list[Entity]:
+        ns, coll = check_scope(namespace, collection)
+        prefix = check_prefix(prefix)
+        skip, limit = check_page(skip, limit)
+        rows = self._query(
+            "SELECT name, rev, updated, doc FROM entities WHERE namespace=? AND collection=?"
+            " AND substr(name, 1, ?) = ? ORDER BY updated DESC, name DESC LIMIT ? OFFSET ?",
+            (ns, coll, len(prefix), prefix, limit or -1, skip),
+        )
+        return [Entity(ns, coll, name, rev, updated, json.loads(text)) for name, rev, updated, text in rows]
+
+    def count(self, namespace: str, collection: str, prefix: str = "") -> int:
+        ns, coll = check_scope(namespace, collection)
+        prefix = check_prefix(prefix)
+        rows = self._query(
+            "SELECT COUNT(*) FROM entities WHERE namespace=? AND collection=? AND substr(name, 1, ?) = ?",
+            (ns, coll, len(prefix), prefix),
+        )
+        return rows[0][0]
+
+    def find_namespace_by_key(self, uuid: str) -> Entity | None:
+        if not isinstance(uuid, str) or not uuid:
+            return None
+        key = self._cache.get_uuid(uuid)
+        if key is None:
+            generation = self._cache.generation()
+            rows = self._query(
+                "SELECT namespace, collection, name FROM entities WHERE auth_uuid=? ORDER BY updated DESC LIMIT 1",
+                (uuid,),
+            )
+            if not rows:
+                return None
+            key = rows[0]
+            self._cache.store_uuid(uuid, key, generation)
+        entity = self.get(*key)
+        return entity if entity is not None and entity.doc.get(AUTH_UUID_FIELD) == uuid else None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._conn.close()
+            self._db.release()
+
+
+def _check_rev(key: tuple[str, str, str], current: str | None, rev: str | None) -> None:
+    """Raise `Conflict` unless ``rev`` is what a write to an entity at ``current`` must name."""
+    what = describe(key)
+    if rev is None:
+        if current is not None:
+            raise Conflict(f"{what} already exists")
+    elif current is None:
+        raise Conflict(f"{what} does not exist (revision {rev!r:.80} given)")
+    elif not is_valid_rev(rev) or rev != current:
+        raise Conflict(f"{what} is at another revision than {rev!r:.80}")
+
+
+class SQLiteActivationStore:
+    """`ActivationStore` in one SQLite file, written behind by one thread."""
+
+    def __init__(self, path: Path, read_flush_timeout_s: float = 10.0) -> None:
+        self._db = _OwnedDatabase(path, _ACTIVATION_SCHEMA)
+        self._read_conn = self._db.connect()
+        self._write_conn = self._db.connect()
+        self._lock = threading.Lock()
+        self._read_flush_timeout_s = read_flush_timeout_s
+        self._writer = WriteBehind(self._commit, name=f"owx-activations-{path.name}")
+        self._closed = False
+
+    def _commit(self, rows: builtins.list[ActivationRow]) -> None:
+        with _sqlite_errors(self._db.path), _transaction(self._write_conn):
+            self._write_conn.executemany(
+                "INSERT OR IGNORE INTO activations VALUES (?, ?, ?, ?, ?)",
+                [(r.activation_id, r.namespace, r.name, r.start, r.text) for r in rows],
+            )
+
+    def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
+        with self._lock, _sqlite_errors(self._db.path):
+            if self._closed:
+                raise StoreUnavailable("activation store is closed")
+            return self._read_conn.execute(sql, args).fetchall()
+
+    def put(self, doc: dict[str, Any]) -> None:
+        self._writer.submit(to_row(doc))
+
+    def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
+        namespace, activation_id = check_namespace(namespace), check_activation_id(activation_id)
+        found = self._writer.read(activation_id, self._fetch)
+        return found[1] if found is not None and found[0] == namespace else None
+
+    def _fetch(self, activation_id: str) -> tuple[str, dict[str, Any]] | None:
+        rows = self._query("SELECT namespace, record FROM activations WHERE activation_id=?", (activation_id,))
+        return (rows[0][0], json.loads(rows[0][1])) if rows else None
+
+    def list(
+        self,
+        namespace: str,
+        name: str | None = None,
+        since: int | None = None,
+        upto: int | None = None,
+        skip: int = 0,
+        limit: int = 0,
+        docs: bool = False,
+    ) -> builtins.list[dict[str, Any]]:
+        where, args = _activation_filter(namespace, name, since, upto)
+        skip, limit = check_page(skip, limit)
+        self._writer.flush(self._read_flush_timeout_s)
+        rows = self._query(
+            f"SELECT record FROM activations WHERE {where} ORDER BY start DESC, activation_id DESC LIMIT ? OFFSET ?",
+            (*args, limit or -1, skip),
+        )
+        records = [json.loads(text) for (text,) in rows]
+        return records if docs else [summary(r) for r in records]
+
+    def count(
+        self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None
+    ) -> int:
+        where, args = _activation_filter(namespace, name, since, upto)
+        self._writer.flush(self._read_flush_timeout_s)
+        return self._query(f"SELECT COUNT(*) FROM activations WHERE {where}", args)[0][0]
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._writer.flush(timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._writer.close()
+        finally:
+            self._read_conn.close()
+            self._write_conn.close()
+            self._db.release()
+
+
+def _activation_filter(
+    namespace: str, name: str | None, since: int | None, upto: int | None
+) -> tuple[str, tuple[Any, ...]]:
+    clauses, args = ["namespace = ?"], [check_namespace(namespace)]
+    if (name := check_name_filter(name)) is not None:
+        clauses.append("name = ?")
+        args.append(name)
+    for clause, value in (("start >= ?", check_time(since, "since")), ("start <= ?", check_time(upto, "upto"))):
+        if value is not None:
+            clauses.append(clause)
+            args.append(value)
+    return " AND ".join(clauses), tuple(args)

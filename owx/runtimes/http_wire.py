@@ -1,0 +1,164 @@
+"""A minimal HTTP/1.1 server for the action proxy (stdlib only, small and fast).
+
+The proxy answers two JSON routes for one client (the invoker or the embedded
+platform), so a general web server is not needed: this reads a request line,
+headers and a ``Content-Length`` or chunked body, hands ``(method, path, body)``
+to a handler and writes its JSON answer, keeping the connection alive. Each
+connection gets a thread, so concurrent activations run in parallel. Importing
+this costs a few milliseconds, unlike ``http.server`` (~20 ms), which matters
+for cold starts.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need it
+if TYPE_CHECKING:
+    from typing import BinaryIO, Callable
+
+    # (method, path, body) -> (status, JSON body)
+    Handler = Callable[[str, str, bytes], tuple[int, bytes]]
+
+MAX_LINE = 64 * 1024
+MAX_HEADERS = 100
+
+REASONS = {
+    100: "Continue",
+    200: "OK",
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+}
+
+class MalformedRequest(Exception):
+    """The bytes on the connection are not an HTTP/1.x request we can answer."""
+
+
+class Request:
+    """One parsed request (a plain class: ``dataclasses`` costs ~5 ms to import)."""
+
+    __slots__ = ("method", "path", "body", "keep_alive")
+
+    def __init__(self, method: str, path: str, body: bytes, keep_alive: bool) -> None:
+        self.method = method
+        self.path = path
+        self.body = body
+        self.keep_alive = keep_alive
+
+
+def serve_forever(listener: socket.socket, handle: Handler) -> None:
+    """Accept connections on a listening socket and serve each in its own thread."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except InterruptedError:
+            continue
+        threading.Thread(target=serve_connection, args=(conn, handle), daemon=True).start()
+
+
+def serve_connection(conn: socket.socket, handle: Handler) -> None:
+    """Serve requests on one connection until the client closes it or asks to."""
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    reader = conn.makefile("rb")
+    try:
+        while True:
+            try:
+                request = read_request(reader, conn)
+            except MalformedRequest as error:
+                conn.sendall(response_bytes(400, b'{"error":"%s"}' % str(error).encode(), keep_alive=False))
+                return
+            if request is None:
+                return
+            status, body = handle(request.method, request.path, request.body)
+            conn.sendall(response_bytes(status, body, request.keep_alive))
+            if not request.keep_alive:
+                return
+    except (ConnectionError, TimeoutError):
+        return
+    finally:
+        reader.close()
+        conn.close()
+
+
+def read_request(reader: BinaryIO, conn: socket.socket) -> Request | None:
+    """Read one request; ``None`` when the client closed the connection between requests."""
+    line = reader.readline(MAX_LINE + 1)
+    while line in (b"\r\n", b"\n"):  # tolerate stray blank lines between requests (RFC 9112 2.2)
+        line = reader.readline(MAX_LINE + 1)
+    if not line:
+        return None
+    parts = line.split()
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        raise MalformedRequest("malformed request line")
+    method, target, version = (part.decode("latin-1") for part in parts)
+    headers = _read_headers(reader)
+    if headers.get("expect", "").lower() == "100-continue":
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+    body = _read_body(reader, headers)
+    connection = headers.get("connection", "").lower()
+    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+    return Request(method, target.split("?", 1)[0], body, keep_alive)
+
+
+def response_bytes(status: int, body: bytes, keep_alive: bool) -> bytes:
+    """A complete JSON response with its head."""
+    head = "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n" % (
+        status,
+        REASONS.get(status, "Unknown"),
+        len(body),
+        "" if keep_alive else "Connection: close\r\n",
+    )
+    return head.encode("latin-1") + body
+
+
+def _read_headers(reader: BinaryIO) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADERS):
+        line = reader.readline(MAX_LINE + 1)
+        if line in (b"\r\n", b"\n", b""):
+            return headers
+        if len(line) > MAX_LINE:
+            raise MalformedRequest("header line too long")
+        name, sep, value = line.decode("latin-1").partition(":")
+        if not sep:
+            raise MalformedRequest("malformed header line")
+        headers[name.strip().lower()] = value.strip()
+    raise MalformedRequest("too many headers")
+
+
+def _read_body(reader: BinaryIO, headers: dict[str, str]) -> bytes:
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return _read_chunked(reader)
+    try:
+        length = int(headers.get("content-length", "0"))
+    except ValueError:
+        raise MalformedRequest("invalid Content-Length") from None
+    if length < 0:
+        raise MalformedRequest("invalid Content-Length")
+    body = reader.read(length)
+    if len(body) != length:
+        raise ConnectionError("connection closed in the middle of the body")
+    return body
+
+
+def _read_chunked(reader: BinaryIO) -> bytes:
+    chunks = []
+    while True:
+        size_line = reader.readline(MAX_LINE + 1)
+        try:
+            size = int(size_line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise MalformedRequest("invalid chunk size") from None
+        if size == 0:
+            _read_headers(reader)  # trailers
+            return b"".join(chunks)
+        chunk = reader.read(size)
+        if len(chunk) != size:
+            raise ConnectionError("connection closed in the middle of a chunk")
+        chunks.append(chunk)
+        reader.readline(MAX_LINE + 1)  # CRLF after the chunk

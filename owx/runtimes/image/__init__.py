@@ -1,0 +1,1 @@
+"""Container images of the action runtimes, built locally without a registry."""

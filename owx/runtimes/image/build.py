@@ -1,0 +1,174 @@
+"""Build the runtime images locally: ``ensure_image(name)``.
+
+Chain: the base image (Debian minbase + python3, made offline by
+:mod:`.rootfs`) ← the runtime image (the proxy modules copied in, the proxy as
+``CMD`` on 0.0.0.0:8080) and the TensorFlow runtime image (the same plus
+tensorflow-cpu and numpy, pip-installed before the proxy is copied so that
+Docker's layer cache keeps them when only the proxy changes).
+
+Idempotent: an existing image is reused unless ``force``. A runtime image is
+labelled with a fingerprint of its base image, its Dockerfile and the proxy
+sources; when those changed, the image is rebuilt, so an image never runs a
+stale proxy. A lock file serialises builds of concurrent callers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import docker
+import docker.errors
+from docker.models.images import Image
+
+from owx.common.dockerd import ensure_dockerd, file_lock
+
+from .rootfs import build_base_image
+
+BASE_IMAGE = "owx/python-base:bookworm"
+PYTHON_IMAGE = "owx/python-runtime:latest"
+TENSORFLOW_IMAGE = "owx/python-tensorflow-runtime:latest"
+RUNTIME_PORT = 8080
+FINGERPRINT_LABEL = "owx.runtimes.fingerprint"
+
+RUNTIMES_DIR = Path(__file__).resolve().parent.parent
+IMAGE_ROOT = "/opt/owx"
+LOCKFILE = Path(tempfile.gettempdir()) / "owx-runtime-image.lock"
+
+
+class ImageBuildError(RuntimeError):
+    """``docker build`` of a runtime image failed."""
+
+
+@dataclass(frozen=True)
+class RuntimeImage:
+    """A runtime image: the proxy on the base image, plus pip packages."""
+
+    name: str
+    pip_packages: tuple[str, ...] = ()
+
+    def dockerfile(self) -> str:
+        lines = [f"FROM {BASE_IMAGE}"]
+        if self.pip_packages:
+            packages = " ".join(f"'{package}'" for package in self.pip_packages)
+            lines.append(f"RUN pip install --no-cache-dir --break-system-packages {packages}")
+        lines += [
+            f"COPY owx {IMAGE_ROOT}/owx",
+            f"RUN python3 -m compileall -q {IMAGE_ROOT}",
+            f"ENV PYTHONPATH={IMAGE_ROOT}",
+            "WORKDIR /action",
+            f"EXPOSE {RUNTIME_PORT}",
+            'CMD ["python3", "-m", "owx.runtimes.python_action", '
+            f'"--host", "0.0.0.0", "--port", "{RUNTIME_PORT}"]',
+        ]
+        return "\n".join(lines) + "\n"
+
+
+RUNTIME_IMAGES = {
+    PYTHON_IMAGE: RuntimeImage(PYTHON_IMAGE),
+    TENSORFLOW_IMAGE: RuntimeImage(TENSORFLOW_IMAGE, ("tensorflow-cpu>=2.15,<3", "numpy")),
+}
+
+
+def ensure_image(
+    name: str = PYTHON_IMAGE,
+    force: bool = False,
+    client: docker.DockerClient | None = None,
+    progress: Callable[[str], object] | None = None,
+) -> Image:
+    """Return the image ``name`` (a runtime image or the base image), building what is missing.
+
+    ``force`` rebuilds from scratch: the base image and, for a runtime image, without cache.
+    """
+    if name != BASE_IMAGE and name not in RUNTIME_IMAGES:
+        raise ValueError(f"unknown runtime image {name!r}; known: {', '.join([BASE_IMAGE, *RUNTIME_IMAGES])}")
+    client = client or ensure_dockerd()
+    say = progress or (lambda line: None)
+    with file_lock(LOCKFILE):
+        base = _ensure_base(client, force, say)
+        if name == BASE_IMAGE:
+            return base
+        spec = RUNTIME_IMAGES[name]
+        fingerprint = _fingerprint(spec, base)
+        existing = _find(client, name)
+        if existing is not None and not force and existing.labels.get(FINGERPRINT_LABEL) == fingerprint:
+            return existing
+        say(f"building {name}")
+        _docker_build(client, spec, fingerprint, nocache=force, say=say)
+        return client.images.get(name)
+
+
+def proxy_sources() -> list[Path]:
+    """The modules copied into the images: the proxy itself, not the CLI or the image builder."""
+    return sorted(path for path in RUNTIMES_DIR.glob("*.py") if path.name != "cli.py")
+
+
+def _ensure_base(client: docker.DockerClient, force: bool, say: Callable[[str], object]) -> Image:
+    if force or _find(client, BASE_IMAGE) is None:
+        say(f"bootstrapping {BASE_IMAGE} with mmdebstrap")
+        build_base_image(BASE_IMAGE)
+    return client.images.get(BASE_IMAGE)
+
+
+def _find(client: docker.DockerClient, name: str) -> Image | None:
+    try:
+        return client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _fingerprint(spec: RuntimeImage, base: Image) -> str:
+    digest = hashlib.sha256(base.id.encode())
+    digest.update(spec.dockerfile().encode())
+    for path in proxy_sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _build_context(spec: RuntimeImage) -> io.BytesIO:
+    """An in-memory tar: the Dockerfile and an ``owx`` package holding only the proxy."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        _add_file(tar, "Dockerfile", spec.dockerfile().encode())
+        _add_file(tar, "owx/__init__.py", b'"""owx, as much of it as an action runtime image needs."""\n')
+        for path in proxy_sources():
+            _add_file(tar, f"owx/runtimes/{path.name}", path.read_bytes())
+    buffer.seek(0)
+    return buffer
+
+
+def _add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _docker_build(
+    client: docker.DockerClient, spec: RuntimeImage, fingerprint: str, nocache: bool, say: Callable[[str], object]
+) -> None:
+    stream = client.api.build(
+        fileobj=_build_context(spec),
+        custom_context=True,
+        tag=spec.name,
+        labels={FINGERPRINT_LABEL: fingerprint},
+        nocache=nocache,
+        rm=True,
+        forcerm=True,
+        pull=False,
+        decode=True,
+    )
+    log: list[str] = []
+    for chunk in stream:
+        if "error" in chunk:
+            raise ImageBuildError(f"building {spec.name} failed: {chunk['error']}\n" + "".join(log[-20:]))
+        line = chunk.get("stream", "")
+        if line:
+            log.append(line)
+            if line.strip():
+                say(line.rstrip())

@@ -1,0 +1,165 @@
+"""OpenWhisk's action runtime protocol: ``POST /init`` and ``POST /run`` (stdlib only).
+
+Status codes and messages follow OpenWhisk's runtimes (the Go action loop that
+its Python runtime uses, and the older Python action proxy):
+
+=====================================  ======  =============================================
+situation                              status  body
+=====================================  ======  =============================================
+init ok                                200     ``{"ok": true}``
+second init                            403     ``Cannot initialize the action more than once.``
+init without code                      403     ``Missing main/no code to execute.``
+malformed JSON / wrong field types     400     ``Error unmarshaling request: ...``
+binary code that is not base64         400     ``cannot decode the request: ...``
+syntax/import error, no main, bad zip  502     ``Cannot load the action: ...`` (traceback on stderr)
+run before init                        500     ``no action defined yet``
+run: value not an object or array      400     ``The action did not receive a dictionary or array as an argument.``
+run: dict or list result               200     the result
+run: exception                         502     ``<ExceptionType>: <message>`` (traceback on stderr)
+run: any other result                  502     ``The action did not return a dictionary or array.``
+=====================================  ======  =============================================
+
+Request bodies are checked by hand rather than with pydantic: this module runs
+in images that only have the standard library.
+After every ``/run``, whatever its outcome, and after a failed init (whose logs
+also matter) the sentinel line is written to stdout and stderr, both flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from .action_loader import ActionLoadError, UndecodableCode, load_action, print_traceback
+from .activation_env import activation_env, install, ow_env
+
+TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need it
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .action_loader import Action
+
+SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
+
+NOT_A_RESULT = "The action did not return a dictionary or array."
+NOT_AN_ARGUMENT = "The action did not receive a dictionary or array as an argument."
+
+
+class BadRequest(Exception):
+    """The request body is not what the protocol expects (answered with 400)."""
+
+
+class ActionProxy:
+    """The state of one runtime: at most one initialised action, run any number of times."""
+
+    def __init__(self) -> None:
+        self._action: Action | None = None
+        self._init_lock = threading.Lock()
+        install()
+
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        """Route one HTTP request; returns the status and the JSON body."""
+        if path == "/run":
+            return self.run(body) if method == "POST" else _error(405, "use POST /run")
+        if path == "/init":
+            return self.init(body) if method == "POST" else _error(405, "use POST /init")
+        return _error(404, f"no route {path}; the runtime serves POST /init and POST /run")
+
+    def init(self, body: bytes) -> tuple[int, bytes]:
+        """``POST /init``: load the action once."""
+        with self._init_lock:
+            if self._action is not None:
+                print("Cannot initialize the action more than once.", file=sys.stderr, flush=True)
+                return _error(403, "Cannot initialize the action more than once.")
+            try:
+                value = _init_value(body)
+            except BadRequest as error:
+                return _error(400, str(error))
+            if not value.get("code"):
+                return _error(403, "Missing main/no code to execute.")
+            try:
+                _set_init_env(value.get("env") or {})
+                self._action = load_action(value["code"], bool(value.get("binary")), value.get("main") or "main")
+            except UndecodableCode as error:
+                return _error(400, str(error))
+            except ActionLoadError as error:
+                print(error, file=sys.stderr)
+                _end_activation()
+                return _error(502, str(error))
+            return 200, b'{"ok":true}'
+
+    def run(self, body: bytes) -> tuple[int, bytes]:
+        """``POST /run``: call the action with ``value`` and the ``__OW_*`` environment.
+
+        Whatever the outcome, the sentinel follows, so a log reader never waits in vain.
+        """
+        try:
+            return self._run(body)
+        finally:
+            _end_activation()
+
+    def _run(self, body: bytes) -> tuple[int, bytes]:
+        try:
+            message = _parse_object(body)
+        except BadRequest as error:
+            return _error(400, str(error))
+        value = message.get("value")
+        if value is None:
+            value = {}
+        if not isinstance(value, (dict, list)):
+            return _error(400, NOT_AN_ARGUMENT)
+        action = self._action
+        if action is None:
+            return _error(500, "no action defined yet")
+        try:
+            with activation_env(ow_env(message)):
+                result = action(value)
+            if not isinstance(result, (dict, list)):
+                return _error(502, NOT_A_RESULT)
+            return 200, _encode(result)  # inside the try: an unserialisable result is the action's error
+        except (Exception, SystemExit) as error:
+            print_traceback()
+            return _error(502, f"{type(error).__name__}: {error}")
+
+
+def _parse_object(body: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BadRequest(f"Error unmarshaling request: {error}") from None
+    if not isinstance(message, dict):
+        raise BadRequest("Error unmarshaling request: the body must be a JSON object")
+    return message
+
+
+def _init_value(body: bytes) -> dict[str, Any]:
+    value = _parse_object(body).get("value") or {}
+    if not isinstance(value, dict):
+        raise BadRequest("Error unmarshaling request: 'value' must be an object")
+    for key, kind in (("code", str), ("main", str), ("name", str), ("binary", bool), ("env", dict)):
+        if value.get(key) is not None and not isinstance(value[key], kind):
+            raise BadRequest(f"Error unmarshaling request: 'value.{key}' must be a {kind.__name__}")
+    return value
+
+
+def _set_init_env(env: dict[str, Any]) -> None:
+    """The action's ``env`` (set at init, before its module code runs)."""
+    for key, value in env.items():
+        os.environ[key] = value if isinstance(value, str) else json.dumps(value)
+
+
+def _error(status: int, message: str) -> tuple[int, bytes]:
+    return status, _encode({"error": message})
+
+
+def _encode(answer: Any) -> bytes:
+    return json.dumps(answer, ensure_ascii=False).encode("utf-8")
+
+
+def _end_activation() -> None:
+    sys.stdout.write(SENTINEL + "\n")
+    sys.stdout.flush()
+    sys.stderr.write(SENTINEL + "\n")
+    sys.stderr.flush()

@@ -1,0 +1,154 @@
+"""``owx thorn run``: set a node up, run FRR and the reconciler, serve state and metrics over HTTP.
+
+GET /state -> NodeState JSON, GET /metrics -> Prometheus text, GET /healthz -> 200/503.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from owx.thorn.datapath.detect import make_driver
+from owx.thorn.frr import FrrError, FrrInstance
+from owx.thorn.frr_config import DAEMONS, host_config
+from owx.thorn.model import NodeSpec
+from owx.thorn.reconciler import Reconciler
+from owx.thorn.setup import setup_node
+from owx.thorn.state import BfdPeerState, BgpPeerState, NodeState, ReconcilerState, RuleState, prometheus
+
+log = logging.getLogger(__name__)
+HEALTH_PERIOD_S = 3.0
+
+
+class NodeDaemon:
+    """Everything THORN runs on one node."""
+
+    def __init__(self, node: NodeSpec) -> None:
+        self.node = node
+        self.frr = FrrInstance(node.netns, node.run_dir)
+        self.driver = make_driver(node)
+        self.reconciler = Reconciler(node, self.driver)
+        self._health: tuple[dict[str, bool], list[BgpPeerState], list[BfdPeerState], list[str]] = ({}, [], [], [])
+        self._stop = threading.Event()
+        self._http: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> str:
+        """Configure the node, start FRR, the reconciler and HTTP; return the HTTP address."""
+        setup_node(self.node)
+        self.frr.start(host_config(self.node))
+        self.reconciler.start()
+        self._poll_health()
+        host, port = self.node.http.rsplit(":", 1)
+        self._http = ThreadingHTTPServer((host, int(port)), _handler(self))
+        address = f"{host}:{self._http.server_address[1]}"
+        (self.node.run_dir / "http.addr").write_text(address)
+        for target in (self._http.serve_forever, self._health_loop):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("node %s up, driver %s, state on http://%s/state", self.node.name, self.driver.name, address)
+        return address
+
+    def stop(self, keep_frr: bool = False) -> None:
+        self._stop.set()
+        if self._http:
+            self._http.shutdown()
+            self._http.server_close()
+        self.reconciler.stop()
+        self.driver.close()
+        if not keep_frr:
+            self.frr.stop()
+
+    def _health_loop(self) -> None:
+        while not self._stop.wait(HEALTH_PERIOD_S):
+            self._poll_health()
+
+    def _poll_health(self) -> None:
+        errors: list[str] = []
+        daemons = {d: self.frr.pid(d) is not None for d in DAEMONS}
+        for d, up in daemons.items():
+            if not up:
+                errors.append(f"FRR daemon {d} is not running in {self.node.netns or 'this namespace'} "
+                              f"(run dir {self.node.run_dir}); forwarding continues on the installed routes")
+        bgp: list[BgpPeerState] = []
+        bfd: list[BfdPeerState] = []
+        try:
+            if daemons["bgpd"]:
+                summary = self.frr.vtysh_json("show bgp summary json").get("ipv4Unicast", {})
+                bgp = [BgpPeerState(peer=p, state=v.get("state", "?"), uptime_ms=v.get("peerUptimeMsec", 0),
+                                    prefixes_received=v.get("pfxRcd", 0))
+                       for p, v in summary.get("peers", {}).items()]
+            if daemons["bfdd"]:
+                bfd = [BfdPeerState(peer=p["peer"], status=p.get("status", "?"),
+                                    receive_ms=p.get("receive-interval", 0), transmit_ms=p.get("transmit-interval", 0),
+                                    detect_multiplier=p.get("detect-multiplier", 0), uptime_s=p.get("uptime", 0))
+                       for p in self.frr.vtysh_json("show bfd peers json")]
+        except FrrError as exc:
+            errors.append(str(exc))
+        st = self.reconciler.status
+        if st.last_error:
+            errors.append(f"reconciler: {st.last_error}")
+        self._health = (daemons, bgp, bfd, errors)
+
+    def state(self) -> NodeState:
+        daemons, bgp, bfd, errors = self._health
+        st = self.reconciler.status
+        return NodeState(
+            node=self.node.name, loopback=str(self.node.loopback), frr_daemons=daemons, bgp=bgp, bfd=bfd,
+            paths={v: [f"{h.gateway}@{h.dev}" for h in hops] for v, hops in st.paths.items()},
+            rules=[RuleState(mac=r.mac, vtep=r.vtep, vni=r.vni, nexthops=[f"{h.gateway}@{h.dev}" for h in r.nexthops])
+                   for r in st.rules],
+            reconciler=ReconcilerState(
+                driver=self.driver.name, period_s=self.reconciler.period_s, reconciles=st.reconciles,
+                last_reconcile=st.last_at, last_reconcile_age_s=round(time.time() - st.last_at, 3),
+                last_reason=st.last_reason, last_duration_ms=round(st.last_duration_ms, 2), events=st.events,
+                events_dropped=st.events_dropped, overflows=st.overflows, rules_added=st.rules_added,
+                rules_removed=st.rules_removed, errors=st.errors, last_error=st.last_error, dumps=st.dumps),
+            errors=errors)
+
+
+def _handler(daemon: NodeDaemon) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            path = self.path.split("?")[0]
+            if path == "/state":
+                self._send(200, "application/json", daemon.state().model_dump_json(indent=1))
+            elif path == "/metrics":
+                self._send(200, "text/plain; version=0.0.4", prometheus(daemon.state()))
+            elif path == "/healthz":
+                errors = daemon.state().errors
+                self._send(503 if errors else 200, "application/json", json.dumps({"ok": not errors, "errors": errors}))
+            else:
+                self._send(404, "application/json", json.dumps({"error": f"no resource {path}; try /state, /metrics"}))
+
+        def _send(self, code: int, ctype: str, body: str) -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, fmt: str, *args) -> None:
+            log.debug(fmt, *args)
+
+    return Handler
+
+
+def run_daemon(node: NodeSpec) -> int:
+    """Run until SIGTERM/SIGINT."""
+    daemon = NodeDaemon(node)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        daemon.start()
+        stop.wait()
+    finally:
+        daemon.stop()
+    return 0

@@ -1,0 +1,68 @@
+"""Network namespaces, sysctls and commands run inside a namespace."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from pyroute2 import IPRoute, netns
+
+PREFIX = "thn"
+
+
+class NetnsError(RuntimeError):
+    """A namespace operation failed."""
+
+
+def check_name(name: str) -> None:
+    if not name.startswith(PREFIX):
+        raise NetnsError(f"namespace {name!r} must start with {PREFIX!r}")
+
+
+def exists(name: str) -> bool:
+    return name in netns.listnetns()
+
+
+def create(name: str) -> None:
+    """Create the namespace (idempotent) and bring its loopback up."""
+    check_name(name)
+    if not exists(name):
+        netns.create(name)
+    with IPRoute(netns=name) as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+
+
+def remove(name: str) -> None:
+    check_name(name)
+    if exists(name):
+        netns.remove(name)
+
+
+def listing(prefix: str) -> list[str]:
+    """Namespaces whose name starts with ``prefix`` (which must itself start with thn)."""
+    check_name(prefix)
+    return sorted(n for n in netns.listnetns() if n.startswith(prefix))
+
+
+def ipr(ns: str | None) -> IPRoute:
+    """An IPRoute socket in ``ns`` (None: the current namespace)."""
+    return IPRoute(netns=ns) if ns else IPRoute()
+
+
+def wrap(ns: str | None, argv: Sequence[str]) -> list[str]:
+    return (["ip", "netns", "exec", ns] if ns else []) + list(argv)
+
+
+def run(ns: str | None, argv: Sequence[str], *, check: bool = True, input: str | None = None,
+        timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run a command inside ``ns``; on failure raise with its stderr."""
+    proc = subprocess.run(wrap(ns, argv), input=input, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        where = f" in {ns}" if ns else ""
+        raise NetnsError(f"{' '.join(argv)}{where} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def sysctl(ns: str | None, values: dict[str, str | int]) -> None:
+    """Set sysctls inside ``ns`` in one process."""
+    run(ns, ["sysctl", "-qw", *(f"{k}={v}" for k, v in values.items())])

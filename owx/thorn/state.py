@@ -1,0 +1,103 @@
+"""What the daemon exposes: a typed node state (JSON) and its Prometheus rendering."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+
+class RuleState(BaseModel):
+    mac: str
+    vtep: str
+    vni: int
+    nexthops: list[str]
+
+
+class BgpPeerState(BaseModel):
+    peer: str
+    state: str
+    uptime_ms: int = 0
+    prefixes_received: int = 0
+
+
+class BfdPeerState(BaseModel):
+    peer: str
+    status: str
+    receive_ms: int = 0
+    transmit_ms: int = 0
+    detect_multiplier: int = 0
+    uptime_s: int = 0
+
+
+class ReconcilerState(BaseModel):
+    driver: str
+    period_s: float
+    reconciles: int
+    last_reconcile: float
+    last_reconcile_age_s: float
+    last_reason: str
+    last_duration_ms: float
+    events: int
+    events_dropped: int
+    overflows: int
+    rules_added: int
+    rules_removed: int
+    errors: int
+    last_error: str | None
+    dumps: dict[str, int]
+
+
+class NodeState(BaseModel):
+    node: str
+    loopback: str
+    frr_daemons: dict[str, bool]
+    bgp: list[BgpPeerState]
+    bfd: list[BfdPeerState]
+    paths: dict[str, list[str]]
+    rules: list[RuleState]
+    reconciler: ReconcilerState
+    errors: list[str]
+    time: float = 0.0
+
+    def model_post_init(self, __context) -> None:
+        self.time = self.time or time.time()
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def prometheus(state: NodeState) -> str:
+    """Prometheus text exposition format (0.0.4)."""
+    node = _esc(state.node)
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
+        lines.append(f"# HELP thorn_{name} {help_text}")
+        lines.append(f"# TYPE thorn_{name} {kind}")
+        for labels, value in samples:
+            label_text = ",".join(f'{k}="{_esc(v)}"' for k, v in {"node": node, **labels}.items())
+            lines.append(f"thorn_{name}{{{label_text}}} {value}")
+
+    r = state.reconciler
+    metric("paths", "gauge", "usable next hops towards each remote VTEP",
+           [({"vtep": v}, len(h)) for v, h in state.paths.items()])
+    metric("rules", "gauge", "datapath forwarding rules installed", [({"driver": r.driver}, len(state.rules))])
+    metric("bfd_session_up", "gauge", "1 if the BFD session is up",
+           [({"peer": p.peer}, 1 if p.status == "up" else 0) for p in state.bfd])
+    metric("bgp_session_established", "gauge", "1 if the BGP session is established",
+           [({"peer": p.peer}, 1 if p.state == "Established" else 0) for p in state.bgp])
+    metric("frr_daemon_up", "gauge", "1 if the FRR daemon is running",
+           [({"daemon": d}, 1 if up else 0) for d, up in state.frr_daemons.items()])
+    metric("reconcile_total", "counter", "completed reconcile passes", [({}, r.reconciles)])
+    metric("reconcile_last_timestamp_seconds", "gauge", "unix time of the last pass", [({}, r.last_reconcile)])
+    metric("reconcile_duration_ms", "gauge", "duration of the last pass", [({}, r.last_duration_ms)])
+    metric("netlink_events_total", "counter", "netlink events received", [({}, r.events)])
+    metric("netlink_events_dropped_total", "counter", "netlink events ignored on purpose", [({}, r.events_dropped)])
+    metric("netlink_overflows_total", "counter", "ENOBUFS from the event socket", [({}, r.overflows)])
+    metric("rules_added_total", "counter", "rules added to the datapath", [({}, r.rules_added)])
+    metric("rules_removed_total", "counter", "rules removed from the datapath", [({}, r.rules_removed)])
+    metric("reconcile_errors_total", "counter", "failed reconcile passes", [({}, r.errors)])
+    metric("errors", "gauge", "current health problems", [({}, len(state.errors))])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,149 @@
+"""Fixtures for Escra tests: real cgroups under ``owx-test-escra/<run>``, real processes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from owx.common import cgroups
+from owx.common.cgroups import Cgroup
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+PREFIX = "owx-test-escra"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _root_and_cgroups():
+    if not cgroups.available():
+        pytest.fail("Escra tests need root and a writable /sys/fs/cgroup")
+
+
+@pytest.fixture
+def cgroup_root():
+    """A private cgroup root; everything below it is killed and removed afterwards."""
+    root = f"{PREFIX}/{uuid.uuid4().hex[:8]}"
+    Cgroup(root).create()
+    yield root
+    _destroy_tree(Cgroup(root))
+
+
+def _destroy_tree(group: Cgroup) -> None:
+    for child in group.children():
+        _destroy_tree(child)
+    group.destroy()
+
+
+def wait_for(predicate, timeout: float = 5.0, interval: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy; fail with its last value."""
+    deadline = time.monotonic() + timeout
+    value = predicate()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = predicate()
+    assert value, f"condition not met within {timeout}s"
+    return value
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ControllerProcess:
+    """``owx agent --controller`` as a real process on a fixed port; restartable."""
+
+    def __init__(self, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = args
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "ControllerProcess":
+        cmd = [sys.executable, "-m", "owx.cli", "agent", "--controller", "--port", str(self.port), *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for(self._ready, timeout=20, interval=0.1)
+        return self
+
+    def _ready(self) -> bool:
+        assert self.proc.poll() is None, f"controller exited: {self.proc.stderr.read().decode()}"
+        try:
+            return requests.get(f"{self.url}/v1/state", timeout=0.5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def state(self) -> dict:
+        return requests.get(f"{self.url}/v1/state", timeout=2).json()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def controller():
+    procs: list[ControllerProcess] = []
+
+    def make(*args: str) -> ControllerProcess:
+        proc = ControllerProcess(*args).start()
+        procs.append(proc)
+        return proc
+
+    yield make
+    for proc in procs:
+        proc.stop()
+
+
+@pytest.fixture
+def local_escra(cgroup_root):
+    """Factory: an allocator object and a node agent over LocalLink, managing ``<cgroup_root>/n1/*``."""
+    from owx.escra_agent.agent import NodeAgent
+    from owx.escra_agent.allocator import ResourceAllocator
+    from owx.escra_agent.link import LocalLink
+    from owx.escra_agent.messages import AppLimits
+    from owx.escra_agent.settings import MIB, AgentSettings, AllocatorParams
+
+    agents = []
+
+    def make(cpu_cores: float = 2.0, memory_mb: int = 1024, containers: int | None = 2, ledger=None, **params):
+        allocator = ResourceAllocator(AllocatorParams(**params))
+        allocator.add_application(
+            AppLimits(name="app", cpu_cores=cpu_cores, memory_bytes=memory_mb * MIB, expected_containers=containers),
+            ledger=ledger,
+        )
+        agent = NodeAgent(AgentSettings(node="n1", cgroup_root=cgroup_root, app="app"), LocalLink(allocator)).start()
+        agents.append(agent)
+        return allocator, agent
+
+    yield make
+    for agent in agents:
+        agent.stop()
+
+
+@pytest.fixture
+def container(cgroup_root):
+    """Factory: a container cgroup on node n1 (``<cgroup_root>/n1/<name>``) and its processes."""
+    from escra_procs import spawn_in
+
+    procs = []
+
+    def make(name: str, *argv: str, **popen):
+        group = Cgroup(f"{cgroup_root}/n1/{name}").create()
+        if argv:
+            procs.append(spawn_in(group, list(argv), **popen))
+        return group, (procs[-1] if argv else None)
+
+    yield make
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

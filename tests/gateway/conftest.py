@@ -1,0 +1,53 @@
+"""A real gateway (SQLite or CouchDB store, local platform) served on a free port."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import requests
+
+from owx.config import Settings
+from owx.gateway.server import GatewayServer
+from owx.gateway.service import Gateway
+
+
+@dataclass
+class RunningGateway:
+    url: str
+    auth: str
+    namespace: str
+    service: Gateway
+
+    def session(self) -> requests.Session:
+        session = requests.Session()
+        session.auth = tuple(self.auth.split(":", 1))  # type: ignore[assignment]
+        return session
+
+    def api(self, path: str) -> str:
+        return f"{self.url}/api/v1/namespaces/_/{path}"
+
+
+def start_gateway(tmp: Path, **overrides) -> tuple[GatewayServer, RunningGateway]:
+    settings = Settings(data_dir=tmp, port=0, cgroup_root=f"owx-test-gw-{tmp.name[-8:]}", stem_cells=1,
+                        **overrides)
+    service = Gateway.open(settings)
+    identity = service.default_identity()
+    server = GatewayServer(service, "127.0.0.1", 0)
+    server.start_background()
+    running = RunningGateway(f"http://127.0.0.1:{server.port}", identity.auth, identity.namespace, service)
+    return server, running
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory) -> Iterator[RunningGateway]:
+    server, running = start_gateway(tmp_path_factory.mktemp("gw"))
+    yield running
+    server.stop()
+
+
+@pytest.fixture()
+def http(gateway: RunningGateway) -> requests.Session:
+    return gateway.session()

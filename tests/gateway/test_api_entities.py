@@ -1,0 +1,143 @@
+"""Actions and packages over plain HTTP: OpenWhisk's status codes, bodies and merge rules."""
+
+from __future__ import annotations
+
+import uuid
+
+import requests
+
+HELLO = "def main(args):\n    return {'greeting': 'hello ' + args.get('name', 'world')}\n"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def put(http, gateway, name, body, overwrite=None):
+    params = {} if overwrite is None else {"overwrite": str(overwrite).lower()}
+    return http.put(gateway.api(f"actions/{name}"), json=body, params=params)
+
+
+def test_info_routes(gateway, http):
+    assert requests.get(gateway.url + "/").json()["api_paths"] == ["/api/v1"]
+    info = requests.get(gateway.url + "/api/v1").json()
+    assert info["limits"]["max_action_memory"] == 512 * 1024 * 1024
+    assert http.get(gateway.url + "/api/v1/namespaces").json() == [gateway.namespace]
+    limits = http.get(gateway.api("limits")).json()
+    assert limits["invocationsPerMinute"] > 0
+
+
+def test_authentication_and_namespace(gateway, http):
+    denied = requests.get(gateway.api("actions"), auth=("nobody", "wrong"))
+    assert denied.status_code == 401 and set(denied.json()) == {"error", "code"}
+    assert requests.get(gateway.api("actions")).status_code == 401
+    other = http.get(f"{gateway.url}/api/v1/namespaces/someone-else/actions")
+    assert other.status_code == 403
+    assert http.get(f"{gateway.url}/api/v1/namespaces/{gateway.namespace}/actions").status_code == 200
+
+
+def test_create_get_and_server_annotations(gateway, http):
+    name = unique("hello")
+    created = put(http, gateway, name, {"exec": {"kind": "python:3", "code": HELLO}})
+    assert created.status_code == 200, created.text
+    doc = created.json()
+    assert doc["name"] == name and doc["namespace"] == gateway.namespace and doc["version"] == "0.0.1"
+    assert {"key": "exec", "value": "python:3"} in doc["annotations"]
+    assert {"key": "provide-api-key", "value": False} in doc["annotations"]
+    assert doc["limits"] == {"timeout": 60000, "memory": 256, "logs": 10, "concurrency": 1}
+    fetched = http.get(gateway.api(f"actions/{name}")).json()
+    assert fetched["exec"]["code"] == HELLO
+    assert "code" not in http.get(gateway.api(f"actions/{name}"), params={"code": "false"}).json()["exec"]
+
+
+def test_overwrite_rules(gateway, http):
+    name = unique("merge")
+    body = {"exec": {"kind": "python:3", "code": HELLO}, "limits": {"memory": 300, "timeout": 5000},
+            "parameters": [{"key": "name", "value": "owx"}]}
+    assert put(http, gateway, name, body).status_code == 200
+    again = put(http, gateway, name, body, overwrite=False)
+    assert again.status_code == 409 and "exists" in again.json()["error"]
+    updated = put(http, gateway, name, {"limits": {"timeout": 9000}}, overwrite=True)
+    assert updated.status_code == 200, updated.text
+    doc = updated.json()
+    assert doc["limits"]["timeout"] == 9000 and doc["limits"]["memory"] == 300  # merged per field
+    assert doc["parameters"] == [{"key": "name", "value": "owx"}]  # absent field kept
+    assert doc["exec"]["code"] == HELLO and doc["version"] == "0.0.2"
+
+
+def test_bad_input_is_400_and_stores_nothing(gateway, http):
+    name = unique("bad")
+    cases = [
+        ({"exec": {"kind": "cobol:1", "code": "x"}}, "not supported"),
+        ({"exec": {"kind": "python:3", "code": HELLO}, "limits": {"memory": 4096}}, "exceeds allowed threshold"),
+        ({"exec": {"kind": "python:3", "code": HELLO}, "limits": {"timeout": 10}}, "below allowed threshold"),
+        ({"exec": {"kind": "python:3", "code": HELLO}, "limits": {"logs": 11}}, "exceeds"),
+        ({"exec": {"kind": "python:3"}}, "code"),
+        ({"exec": {"kind": "blackbox"}}, "image"),
+        ({"exec": {"kind": "python:3", "code": HELLO}, "parameters": [{"value": 1}]}, "key"),
+        ({"exec": {"kind": "python:3", "code": 42}}, "string"),
+    ]
+    for body, message in cases:
+        answer = put(http, gateway, name, body)
+        assert answer.status_code == 400, (body, answer.text)
+        assert message in answer.json()["error"], (body, answer.json())
+    malformed = http.put(gateway.api(f"actions/{name}"), data="{not json", headers={"Content-Type": "application/json"})
+    assert malformed.status_code == 400 and "malformed" in malformed.json()["error"]
+    assert http.put(gateway.api("actions/bad%20name%20"), json={"exec": {"kind": "python:3", "code": HELLO}}
+                    ).status_code == 400
+    assert http.put(gateway.api("actions/a/b/c"), json={"exec": {"kind": "python:3", "code": HELLO}}
+                    ).status_code == 400
+    assert http.get(gateway.api(f"actions/{name}")).status_code == 404
+
+
+def test_list_paging_count_and_delete(gateway, http):
+    names = [unique("list") for _ in range(3)]
+    for name in names:
+        assert put(http, gateway, name, {"exec": {"kind": "python:3", "code": HELLO}}).status_code == 200
+    listed = http.get(gateway.api("actions"), params={"limit": 200}).json()
+    assert set(names) <= {a["name"] for a in listed}
+    assert all("code" not in a["exec"] for a in listed)
+    total = http.get(gateway.api("actions"), params={"count": "true"}).json()["actions"]
+    assert total >= 3
+    page = http.get(gateway.api("actions"), params={"limit": 2, "skip": 1}).json()
+    assert len(page) == 2
+    assert http.get(gateway.api("actions"), params={"limit": 201}).status_code == 400
+    assert http.get(gateway.api("actions"), params={"skip": -1}).status_code == 400
+    assert http.get(gateway.api("actions"), params={"limit": "ten"}).status_code == 400
+    deleted = http.delete(gateway.api(f"actions/{names[0]}"))
+    assert deleted.status_code == 200 and deleted.json()["name"] == names[0]
+    assert http.delete(gateway.api(f"actions/{names[0]}")).status_code == 404
+    assert http.get(gateway.api("actions"), params={"count": "true"}).json()["actions"] == total - 1
+
+
+def test_packages_inherit_parameters(gateway, http):
+    package = unique("pkg")
+    created = http.put(gateway.api(f"packages/{package}"), json={"parameters": [{"key": "name", "value": "pkg"}]})
+    assert created.status_code == 200, created.text
+    assert put(http, gateway, f"{package}/greet", {"exec": {"kind": "python:3", "code": HELLO}}).status_code == 200
+    fetched = http.get(gateway.api(f"packages/{package}")).json()
+    assert [a["name"] for a in fetched["actions"]] == ["greet"]
+    assert fetched["actions"][0]["namespace"] == f"{gateway.namespace}/{package}"
+    result = http.post(gateway.api(f"actions/{package}/greet"), params={"blocking": "true", "result": "true"})
+    assert result.json() == {"greeting": "hello pkg"}
+    assert put(http, gateway, f"missing-{package}/greet", {"exec": {"kind": "python:3", "code": HELLO}}
+               ).status_code == 404
+    not_empty = http.delete(gateway.api(f"packages/{package}"))
+    assert not_empty.status_code == 409 and "not empty" in not_empty.json()["error"]
+    assert http.delete(gateway.api(f"actions/{package}/greet")).status_code == 200
+    assert http.delete(gateway.api(f"packages/{package}")).status_code == 200
+    assert package not in {p["name"] for p in http.get(gateway.api("packages")).json()}
+
+
+def test_openapi_document_lists_routes(gateway):
+    doc = requests.get(gateway.url + "/api/v1/api-docs").json()
+    assert doc["openapi"].startswith("3.")
+    assert "put" in doc["paths"]["/api/v1/namespaces/{ns}/actions/{name}"]
+    assert "requestBody" in doc["paths"]["/api/v1/namespaces/{ns}/actions/{name}"]["put"]
+    assert "/api/v1/namespaces/{ns}/activations/{activation_id}/logs" in doc["paths"]
+
+
+def test_unknown_route_and_method(gateway, http):
+    missing = http.get(gateway.url + "/api/v1/nothing-here")
+    assert missing.status_code == 404 and missing.json()["error"] == "The requested resource does not exist."
+    assert http.patch(gateway.api("actions/x")).status_code == 405

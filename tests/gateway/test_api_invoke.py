@@ -1,0 +1,198 @@
+"""Invocations, activation records, sequences and web actions over plain HTTP."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import requests
+
+from tests.gateway.conftest import start_gateway
+
+CODE = '''
+import sys, time
+
+def main(args):
+    print("out line", args.get("n", 0))
+    print("err line", file=sys.stderr)
+    if args.get("fail") == "app":
+        return {"error": "asked to fail"}
+    if args.get("fail") == "raise":
+        raise ValueError("boom")
+    if args.get("sleep"):
+        time.sleep(args["sleep"])
+    return {"n": args.get("n", 0), "echo": args.get("echo")}
+'''
+
+
+def deploy(http, gateway, code=CODE, **extra):
+    name = f"act-{uuid.uuid4().hex[:8]}"
+    body = {"exec": {"kind": "python:3", "code": code}, **extra}
+    answer = http.put(gateway.api(f"actions/{name}"), json=body)
+    assert answer.status_code == 200, answer.text
+    return name
+
+
+def annotations(record):
+    return {a["key"]: a["value"] for a in record["annotations"]}
+
+
+def wait_record(http, gateway, activation_id, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        answer = http.get(gateway.api(f"activations/{activation_id}"))
+        if answer.status_code == 200:
+            return answer.json()
+        time.sleep(0.05)
+    raise AssertionError(f"activation {activation_id} never recorded")
+
+
+def test_blocking_invoke_returns_the_activation(gateway, http):
+    name = deploy(http, gateway)
+    answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": "TRUE"}, json={"n": 7})
+    assert answer.status_code == 200, answer.text
+    record = answer.json()
+    assert len(record["activationId"]) == 32 and answer.headers["x-openwhisk-activation-id"] == record["activationId"]
+    assert record["response"] == {"status": "success", "statusCode": 0, "success": True,
+                                  "result": {"n": 7, "echo": None}, "size": record["response"]["size"]}
+    assert record["name"] == name and record["namespace"] == gateway.namespace
+    assert record["end"] >= record["start"] and record["duration"] == record["end"] - record["start"]
+    notes = annotations(record)
+    assert notes["path"] == f"{gateway.namespace}/{name}" and notes["kind"] == "python:3"
+    assert notes["timeout"] is False and notes["limits"]["memory"] == 256
+    assert "initTime" in notes  # first activation is a cold start
+    assert any(line.endswith("stdout: out line 7") for line in record["logs"])
+    assert any("stderr: err line" in line for line in record["logs"])
+    warm = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"n": 8}).json()
+    assert "initTime" not in annotations(warm)
+
+
+def test_result_only_and_non_blocking(gateway, http):
+    name = deploy(http, gateway)
+    assert http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "True"},
+                     json={"echo": "x"}).json() == {"n": 0, "echo": "x"}
+    accepted = http.post(gateway.api(f"actions/{name}"), json={"n": 3})
+    assert accepted.status_code == 202
+    activation_id = accepted.json()["activationId"]
+    assert accepted.headers["x-openwhisk-activation-id"] == activation_id
+    record = wait_record(http, gateway, activation_id)
+    assert record["response"]["result"]["n"] == 3
+    assert http.get(gateway.api(f"activations/{activation_id}/result")).json()["result"] == {"n": 3, "echo": None}
+    logs = http.get(gateway.api(f"activations/{activation_id}/logs")).json()["logs"]
+    assert any("out line 3" in line for line in logs)
+    assert logs[0][:4].isdigit() and "Z" in logs[0].split(" ")[0]  # ISO timestamp first
+
+
+def test_errors_map_to_openwhisk_statuses(gateway, http):
+    name = deploy(http, gateway, limits={"timeout": 1000})
+    app = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"fail": "app"})
+    assert app.status_code == 502 and app.json()["response"]["status"] == "application error"
+    assert app.json()["response"]["result"] == {"error": "asked to fail"}
+    only = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"},
+                     json={"fail": "app"})
+    assert only.status_code == 502 and only.json() == {"error": "asked to fail"}
+    raised = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"fail": "raise"})
+    assert raised.status_code == 502 and raised.json()["response"]["status"] == "action developer error"
+    slow = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"sleep": 5})
+    assert slow.status_code == 502
+    record = slow.json()
+    assert record["response"]["result"]["error"] == "The action exceeded its time limits of 1000 milliseconds."
+    assert annotations(record)["timeout"] is True
+    # the container was killed; the action keeps working on a new one
+    assert http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}).status_code == 200
+
+
+def test_invoke_bad_input(gateway, http):
+    name = deploy(http, gateway)
+    assert http.post(gateway.api("actions/does-not-exist"), params={"blocking": "true"}).status_code == 404
+    assert http.post(gateway.api(f"actions/{name}"), params={"blocking": "maybe"}).status_code == 400
+    not_object = http.post(gateway.api(f"actions/{name}"), data="[1,2]", headers={"Content-Type": "application/json"})
+    assert not_object.status_code == 400
+    broken = http.post(gateway.api(f"actions/{name}"), data="{", headers={"Content-Type": "application/json"})
+    assert broken.status_code == 400
+    huge = http.post(gateway.api(f"actions/{name}"), json={"blob": "x" * (1024 * 1024 + 10)})
+    assert huge.status_code == 413 and "larger than allowed" in huge.json()["error"]
+
+
+def test_activation_listing_and_filters(gateway, http):
+    name = deploy(http, gateway)
+    before = int(time.time() * 1000)
+    ids = [http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"n": i}).json()["activationId"]
+           for i in range(3)]
+    listed = http.get(gateway.api("activations"), params={"name": name}).json()
+    assert [a["activationId"] for a in listed] == ids[::-1]  # newest first
+    assert "response" not in listed[0] and listed[0]["statusCode"] == 0
+    full = http.get(gateway.api("activations"), params={"name": name, "docs": "true", "limit": 1}).json()
+    assert len(full) == 1 and full[0]["response"]["result"]["n"] == 2
+    assert http.get(gateway.api("activations"), params={"name": name, "skip": 2}).json()[0]["activationId"] == ids[0]
+    assert http.get(gateway.api("activations"), params={"name": name, "count": "true"}).json() == {"activations": 3}
+    assert http.get(gateway.api("activations"), params={"name": name, "since": before}).json()
+    assert http.get(gateway.api("activations"), params={"name": name, "upto": before - 1}).json() == []
+    assert http.get(gateway.api("activations"), params={"count": "true", "docs": "true"}).status_code == 400
+    assert http.get(gateway.api("activations/not-an-id")).status_code == 400
+    assert http.get(gateway.api(f"activations/{uuid.uuid4().hex}")).status_code == 404
+
+
+def test_sequences_pipe_results(gateway, http):
+    add = deploy(http, gateway, code="def main(a):\n    return {'n': a.get('n', 0) + 1}\n")
+    double = deploy(http, gateway, code="def main(a):\n    return {'n': a['n'] * 2}\n")
+    seq = f"seq-{uuid.uuid4().hex[:8]}"
+    created = http.put(gateway.api(f"actions/{seq}"),
+                       json={"exec": {"kind": "sequence", "components": [f"/_/{add}", double]}})
+    assert created.status_code == 200, created.text
+    record = http.post(gateway.api(f"actions/{seq}"), params={"blocking": "true"}, json={"n": 4}).json()
+    assert record["response"]["result"] == {"n": 10}
+    assert len(record["logs"]) == 2 and annotations(record)["kind"] == "sequence"
+    child = http.get(gateway.api(f"activations/{record['logs'][0]}")).json()
+    assert child["cause"] == record["activationId"]
+    missing = http.put(gateway.api(f"actions/{seq}-x"), json={"exec": {"kind": "sequence", "components": ["nope"]}})
+    assert missing.status_code == 400
+    cyclic = http.put(gateway.api(f"actions/{seq}"), params={"overwrite": "true"},
+                      json={"exec": {"kind": "sequence", "components": [seq]}})
+    assert cyclic.status_code == 400
+
+
+def test_web_actions(gateway, http):
+    code = '''
+def main(args):
+    return {"statusCode": 201, "headers": {"content-type": "application/json", "x-owx": "yes"},
+            "body": {"method": args["__ow_method"], "path": args["__ow_path"], "q": args.get("q"),
+                     "agent": args["__ow_headers"].get("x-test")}}
+'''
+    name = deploy(http, gateway, code=code, annotations=[{"key": "web-export", "value": True}])
+    url = f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}"
+    answer = requests.post(url + "/extra/path?q=1", headers={"x-test": "t"})
+    assert answer.status_code == 201 and answer.headers["x-owx"] == "yes"
+    assert answer.json() == {"method": "post", "path": "/extra/path", "q": "1", "agent": "t"}
+    assert requests.get(url + ".json").json()["statusCode"] == 201
+    text = deploy(http, gateway, code="def main(a):\n    return {'body': '<b>hi</b>'}\n",
+                  annotations=[{"key": "web-export", "value": True}])
+    html = requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{text}.html")
+    assert html.text == "<b>hi</b>" and html.headers["content-type"].startswith("text/html")
+    raw = deploy(http, gateway, code="def main(a):\n    return {'body': a['__ow_query'] + '|' + a['__ow_body']}\n",
+                 annotations=[{"key": "web-export", "value": True}, {"key": "raw-http", "value": True}])
+    plain = requests.post(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{raw}.text?a=b", data="payload")
+    assert plain.text == "a=b|payload"
+    hidden = deploy(http, gateway)
+    assert requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{hidden}.json").status_code == 404
+
+
+@pytest.fixture(scope="module")
+def strict_gateway(tmp_path_factory):
+    server, running = start_gateway(tmp_path_factory.mktemp("strict"), invocations_per_minute=4,
+                                    blocking_wait_s=0.5)
+    yield running
+    server.stop()
+
+
+def test_throttle_and_blocking_limit(strict_gateway):
+    gateway, http = strict_gateway, strict_gateway.session()
+    name = deploy(http, gateway)
+    slow = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"sleep": 2})
+    assert slow.status_code == 202 and len(slow.json()["activationId"]) == 32  # waited 0.5 s, then 202
+    statuses = [http.post(gateway.api(f"actions/{name}"), json={}).status_code for _ in range(4)]
+    assert statuses[:3] == [202, 202, 202] and statuses[3] == 429
+    assert "Too many requests" in http.post(gateway.api(f"actions/{name}"), json={}).json()["error"]
+    record = wait_record(http, gateway, slow.json()["activationId"])
+    assert record["response"]["success"]  # the slow activation still completed and was recorded

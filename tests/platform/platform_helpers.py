@@ -1,0 +1,46 @@
+"""Helpers shared by the platform tests (imported as ``platform_helpers``)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from typing import Any, Callable
+
+from owx.gateway.platform.types import ActionSpec, RunRequest
+
+def spec(code: str, name: str | None = None, **limits: Any) -> ActionSpec:
+    """An action of kind python:3 with a unique key unless ``name`` is given."""
+    key = f"guest/{name or 'a' + secrets.token_hex(4)}@1"
+    return ActionSpec(key=key, kind=limits.pop("kind", "python:3"), code=code, **limits)
+
+
+def request(**value: Any) -> RunRequest:
+    return RunRequest(
+        value=value,
+        namespace="guest",
+        action_name="test",
+        activation_id=secrets.token_hex(16),
+        transaction_id=secrets.token_hex(16),
+        deadline_ms=int(time.time() * 1000) + 60_000,
+    )
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+ECHO = "def main(args):\n    print('echo', args)\n    return {'echo': args}\n"
+SLEEP = "import time\ndef main(args):\n    time.sleep(args.get('s', 0.3))\n    return {'slept': args.get('s', 0.3)}\n"

@@ -1,0 +1,267 @@
+"""OpenWhisk's runtime protocol against a real proxy process."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .processes import SENTINEL, RuntimeProcess, free_port, zip_action
+
+ECHO = "def main(args):\n    return {'echo': args}\n"
+
+
+def test_plain_source_runs_with_default_main(runtime: RuntimeProcess) -> None:
+    init = runtime.init(ECHO)
+    assert init.status_code == 200, init.text
+    assert init.json() == {"ok": True}
+    for n in range(3):
+        run = runtime.run({"n": n, "name": "Ünïcode"})
+        assert run.status_code == 200
+        assert run.json() == {"echo": {"n": n, "name": "Ünïcode"}}
+
+
+def test_named_main_and_list_result(runtime: RuntimeProcess) -> None:
+    assert runtime.init("def other(args):\n    return [args['a'], 2]\n", main="other").status_code == 200
+    run = runtime.run({"a": 1})
+    assert (run.status_code, run.json()) == (200, [1, 2])
+
+
+def test_zip_with_main_module_and_sibling_import(runtime: RuntimeProcess) -> None:
+    code = zip_action(
+        {
+            "__main__.py": "import helper, os\ndef main(args):\n    return {'v': helper.double(args['x']), 'cwd': os.getcwd()}\n",
+            "helper.py": "def double(x):\n    return 2 * x\n",
+            "data/config.json": '{"k": 1}',
+        }
+    )
+    assert runtime.init(code, binary=True).status_code == 200
+    run = runtime.run({"x": 21})
+    assert run.json()["v"] == 42
+    assert (Path(run.json()["cwd"]) / "data" / "config.json").is_file()  # runs inside the extracted zip
+
+
+def test_zip_virtualenv_packages_come_first(runtime: RuntimeProcess) -> None:
+    """A virtualenv/ in the zip is importable and shadows the interpreter's own packages."""
+    site = f"virtualenv/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+    code = zip_action(
+        {
+            "__main__.py": "import yaml, venvonly\ndef main(args):\n    return {'yaml': yaml.WHO, 'extra': venvonly.VALUE}\n",
+            f"{site}/yaml/__init__.py": "WHO = 'the virtualenv copy'\n",
+            f"{site}/venvonly.py": "VALUE = 7\n",
+        }
+    )
+    init = runtime.init(code, binary=True)
+    assert init.status_code == 200, init.text
+    assert runtime.run().json() == {"yaml": "the virtualenv copy", "extra": 7}
+
+
+def test_zip_without_main_module_is_refused(runtime: RuntimeProcess) -> None:
+    init = runtime.init(zip_action({"action.py": ECHO}), binary=True)
+    assert init.status_code == 502
+    assert "__main__.py" in init.json()["error"]
+
+
+def test_environment_from_init_and_run(runtime: RuntimeProcess) -> None:
+    code = (
+        "import os\n"
+        "AT_IMPORT = os.environ['GREETING']\n"
+        "def main(args):\n"
+        "    return {k: os.environ.get(k) for k in args['keys']} | {'import': AT_IMPORT}\n"
+    )
+    assert runtime.init(code, env={"GREETING": "hello", "LIMIT": 3}).status_code == 200
+    keys = [
+        "GREETING", "LIMIT", "__OW_NAMESPACE", "__OW_ACTION_NAME", "__OW_ACTIVATION_ID",
+        "__OW_TRANSACTION_ID", "__OW_DEADLINE", "__OW_API_KEY", "__OW_CANARY_FUNCTION",
+    ]  # fmt: skip
+    run = runtime.run(
+        {"keys": keys},
+        namespace="guest",
+        action_name="/guest/env",
+        activation_id="a" * 32,
+        transaction_id="tid-1",
+        deadline=1700000000000,
+        api_key="uuid:key",
+        canary_function="fn-1",
+    )
+    assert run.json() == {
+        "GREETING": "hello",
+        "LIMIT": "3",
+        "__OW_NAMESPACE": "guest",
+        "__OW_ACTION_NAME": "/guest/env",
+        "__OW_ACTIVATION_ID": "a" * 32,
+        "__OW_TRANSACTION_ID": "tid-1",
+        "__OW_DEADLINE": "1700000000000",
+        "__OW_API_KEY": "uuid:key",
+        "__OW_CANARY_FUNCTION": "fn-1",
+        "import": "hello",
+    }
+
+
+def test_second_init_is_forbidden(runtime: RuntimeProcess) -> None:
+    assert runtime.init(ECHO).status_code == 200
+    again = runtime.init("def main(args):\n    return {'replaced': True}\n")
+    assert again.status_code == 403
+    assert again.json() == {"error": "Cannot initialize the action more than once."}
+    assert runtime.run({"x": 1}).json() == {"echo": {"x": 1}}  # the first action stays
+
+
+def test_syntax_error_is_502_with_traceback(runtime: RuntimeProcess) -> None:
+    init = runtime.init("def main(args:\n    return {}\n")
+    assert init.status_code == 502
+    assert "SyntaxError" in init.json()["error"]
+    assert "SyntaxError" in runtime.stderr()
+
+
+def test_import_error_and_missing_main_are_502(runtime: RuntimeProcess, tmp_path: Path) -> None:
+    init = runtime.init("import no_such_module_owx\ndef main(a):\n    return a\n")
+    assert init.status_code == 502
+    assert "ModuleNotFoundError" in init.json()["error"]
+    (tmp_path / "other").mkdir()
+    other = RuntimeProcess(tmp_path / "other")
+    try:
+        missing = other.init("def handler(args):\n    return args\n")
+        assert missing.status_code == 502
+        assert "'main'" in missing.json()["error"]
+    finally:
+        other.stop()
+
+
+def test_exception_is_502_with_traceback_on_stderr(runtime: RuntimeProcess) -> None:
+    assert runtime.init("def main(args):\n    raise ValueError('boom ' + args['w'])\n").status_code == 200
+    run = runtime.run({"w": "now"})
+    assert run.status_code == 502
+    assert run.json() == {"error": "ValueError: boom now"}
+    err = runtime.stderr()
+    assert "Traceback (most recent call last)" in err
+    assert "raise ValueError('boom ' + args['w'])" in err  # the action's own source line
+    assert err.index("ValueError: boom now") < err.rindex(SENTINEL)
+
+
+def test_results_that_are_not_objects_are_errors(runtime: RuntimeProcess) -> None:
+    code = "def main(args):\n    return {'str': 'text', 'none': None, 'set': {'x': {1}}}[args['kind']]\n"
+    assert runtime.init(code).status_code == 200
+    for kind in ("str", "none"):
+        run = runtime.run({"kind": kind})
+        assert run.status_code == 502
+        assert run.json() == {"error": "The action did not return a dictionary or array."}
+    unserialisable = runtime.run({"kind": "set"})
+    assert unserialisable.status_code == 502
+    assert "not JSON serializable" in unserialisable.json()["error"]
+    assert runtime.run({"kind": "nope"}).status_code == 502  # KeyError inside main
+
+
+def test_sentinel_after_every_activation_on_both_streams(runtime: RuntimeProcess) -> None:
+    code = "import sys\ndef main(args):\n    print('out', args['i'])\n    print('err', args['i'], file=sys.stderr)\n    return {}\n"
+    assert runtime.init(code).status_code == 200
+    for i in range(3):
+        assert runtime.run({"i": i}).status_code == 200
+        out, err = runtime.stdout(), runtime.stderr()
+        assert out.count(SENTINEL) == err.count(SENTINEL) == i + 1
+        assert out.rstrip().endswith(f"out {i}\n{SENTINEL}")
+        assert err.rstrip().endswith(f"err {i}\n{SENTINEL}")
+    runtime.run({})  # fails (KeyError) and still ends with the sentinel
+    assert runtime.stdout().count(SENTINEL) == runtime.stderr().count(SENTINEL) == 4
+
+
+def test_concurrent_runs_overlap_and_see_their_own_environment(runtime: RuntimeProcess) -> None:
+    code = (
+        "import os, time\n"
+        "def main(args):\n"
+        "    time.sleep(0.5)\n"
+        "    return {'mine': os.environ['__OW_ACTIVATION_ID'], 'getenv': os.getenv('__OW_ACTIVATION_ID')}\n"
+    )
+    assert runtime.init(code).status_code == 200
+    results: dict[str, dict[str, str]] = {}
+
+    def invoke(activation_id: str) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", runtime.port, timeout=10)
+        conn.request("POST", "/run", json.dumps({"value": {}, "activation_id": activation_id}))
+        results[activation_id] = json.loads(conn.getresponse().read())
+        conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=invoke, args=(f"act-{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5, f"4 activations of 0.5 s took {elapsed:.2f} s: not concurrent"
+    assert results == {f"act-{i}": {"mine": f"act-{i}", "getenv": f"act-{i}"} for i in range(4)}
+
+
+def test_bad_requests_get_openwhisk_answers(runtime: RuntimeProcess) -> None:
+    before = runtime.run({"x": 1})
+    assert (before.status_code, before.json()) == (500, {"error": "no action defined yet"})
+    malformed = runtime.post("/init", data=b'{"value": ')
+    assert malformed.status_code == 400 and malformed.json()["error"].startswith("Error unmarshaling request")
+    no_code = runtime.post("/init", {"value": {"main": "main"}})
+    assert (no_code.status_code, no_code.json()) == (403, {"error": "Missing main/no code to execute."})
+    wrong_type = runtime.post("/init", {"value": {"code": ECHO, "env": ["A=1"]}})
+    assert wrong_type.status_code == 400 and "value.env" in wrong_type.json()["error"]
+    not_base64 = runtime.init("@@@not base64@@@", binary=True)
+    assert not_base64.status_code == 400 and "cannot decode" in not_base64.json()["error"]
+    assert runtime.post("/other", {}).status_code == 404
+    assert runtime.session.get(runtime.url + "/run").status_code == 405
+    # none of that initialised anything or broke the server
+    assert runtime.init(ECHO).status_code == 200
+    assert runtime.post("/run", data=b"[1, 2").status_code == 400
+    assert runtime.post("/run", {"value": "a string"}).status_code == 400
+    assert runtime.run({"ok": 1}).json() == {"echo": {"ok": 1}}
+
+
+def test_keep_alive_chunked_bodies_and_expect_continue(runtime: RuntimeProcess) -> None:
+    assert runtime.init(ECHO).status_code == 200
+    conn = http.client.HTTPConnection("127.0.0.1", runtime.port, timeout=10)
+    conn.request("POST", "/run", body=iter([b'{"value": ', b'{"a": 1}}']), encode_chunked=True,
+                 headers={"Transfer-Encoding": "chunked"})  # fmt: skip
+    assert json.loads(conn.getresponse().read()) == {"echo": {"a": 1}}
+    first_socket = conn.sock
+    big = {"value": {"blob": "x" * 5000}}
+    conn.request("POST", "/run", json.dumps(big), headers={"Expect": "100-continue"})
+    response = conn.getresponse()
+    assert response.status == 200 and json.loads(response.read())["echo"]["blob"] == "x" * 5000
+    assert conn.sock is first_socket  # same connection: keep-alive
+    conn.close()
+
+
+def test_garbage_on_the_wire_gets_400_and_server_survives(runtime: RuntimeProcess) -> None:
+    with socket.create_connection(("127.0.0.1", runtime.port), timeout=5) as sock:
+        sock.sendall(b"NONSENSE\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+    assert runtime.init(ECHO).status_code == 200
+
+
+def test_port_mode_and_owx_runtime_serve(tmp_path: Path) -> None:
+    for command in (
+        [sys.executable, "-m", "owx.runtimes.python_action"],
+        [sys.executable, "-m", "owx.cli", "runtime", "serve"],
+    ):
+        port = free_port()
+        proc = RuntimeProcess(tmp_path, command, port=port)
+        try:
+            assert proc.init(ECHO).status_code == 200
+            assert proc.run({"p": port}).json() == {"echo": {"p": port}}
+        finally:
+            proc.stop()
+
+
+def test_cold_start_is_fast(tmp_path: Path) -> None:
+    """Spawn to answered /init (the embedded platform's cold start path): loose bound, median of 5."""
+    timings = []
+    for i in range(5):
+        workdir = tmp_path / str(i)
+        workdir.mkdir()
+        started = time.perf_counter()
+        proc = RuntimeProcess(workdir)
+        try:
+            assert proc.init(ECHO).status_code == 200
+            timings.append(time.perf_counter() - started)
+        finally:
+            proc.stop()
+    assert sorted(timings)[2] < 0.5, f"cold starts {timings}"

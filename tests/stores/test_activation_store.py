@@ -1,0 +1,176 @@
+"""ActivationStore contract, run against SQLite and CouchDB (pouchdb-server)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from owx.gateway.stores import ActivationStore, InvalidInput, StoreUnavailable
+from tests.stores.conftest import Backend, activation
+
+SUMMARY_KEYS = {"namespace", "name", "version", "publish", "annotations", "activationId", "start", "end", "duration", "statusCode"}
+
+
+def test_put_then_get_sees_the_record_before_and_after_flush(activations: ActivationStore) -> None:
+    record = activation("guest", "hello", 1000, logs=["ünïçødé ✓"])
+    activations.put(record)
+    assert activations.get("guest", record["activationId"]) == record  # still queued, or already written
+    activations.flush(10)
+    assert activations.get("guest", record["activationId"]) == record
+    assert activations.get("other", record["activationId"]) is None
+    assert activations.get("guest", uuid.uuid4().hex) is None
+
+
+def test_the_stored_record_is_a_snapshot(activations: ActivationStore) -> None:
+    record = activation("guest", "hello", 1000)
+    activations.put(record)
+    record["response"]["result"] = {"changed": True}
+    activations.get("guest", record["activationId"])["logs"].append("mutated")
+    activations.flush(10)
+    stored = activations.get("guest", record["activationId"])
+    assert stored["response"]["result"] == {"n": 1000} and len(stored["logs"]) == 1
+
+
+def test_list_is_newest_first_with_read_your_writes(activations: ActivationStore) -> None:
+    records = [activation("guest", "hello", start) for start in (3000, 1000, 2000)]
+    for r in records:
+        activations.put(r)
+    activations.put(activation("other", "hello", 5000))
+    listed = activations.list("guest", docs=True)  # no flush: list must see the queued records
+    assert [r["start"] for r in listed] == [3000, 2000, 1000]
+    assert listed[0] == records[0]
+    assert activations.count("guest") == 3 and activations.count("other") == 1 and activations.count("none") == 0
+
+
+def test_summaries_without_docs_follow_openwhisk(activations: ActivationStore) -> None:
+    ok = activation("guest", "hello", 1000)
+    failed = activation(
+        "guest", "hello", 2000, response={"status": "application error", "success": False, "result": {"error": "x"}}
+    )
+    running = activation("guest", "hello", 3000, end=0)
+    del running["duration"]
+    for r in (ok, failed, running):
+        activations.put(r)
+    by_id = {s["activationId"]: s for s in activations.list("guest")}
+    assert set(by_id[ok["activationId"]]) == SUMMARY_KEYS
+    assert by_id[ok["activationId"]]["statusCode"] == 0 and by_id[ok["activationId"]]["duration"] == 5
+    assert by_id[failed["activationId"]]["statusCode"] == 1
+    assert set(by_id[running["activationId"]]) == SUMMARY_KEYS - {"end", "duration", "statusCode"}
+    for summary in by_id.values():
+        assert "response" not in summary and "logs" not in summary and "subject" not in summary
+
+
+def test_filters_name_since_upto_skip_limit(activations: ActivationStore) -> None:
+    for start in range(1000, 11000, 1000):  # 10 of "hello"
+        activations.put(activation("guest", "hello", start))
+    for start in (1500, 5500):
+        activations.put(activation("guest", "bye", start))
+    packaged = activation("guest", "hello", 7500, annotations=[{"key": "path", "value": "guest/pkg/hello"}])
+    activations.put(packaged)
+
+    def starts(**kw: object) -> list[int]:
+        return [r["start"] for r in activations.list("guest", **kw)]
+
+    assert starts(name="hello") == list(range(10000, 0, -1000))
+    assert starts(name="bye") == [5500, 1500]
+    assert starts(name="pkg/hello") == [7500]  # packaged actions filter as pkg/action, like OpenWhisk
+    assert starts(name="nope") == []
+    assert starts(since=5000, upto=7500) == [7500, 7000, 6000, 5500, 5000]  # both bounds inclusive
+    assert starts(name="hello", since=9000) == [10000, 9000]
+    assert starts(name="hello", upto=2000) == [2000, 1000]
+    assert starts(skip=2, limit=3) == [8000, 7500, 7000]
+    assert starts(name="hello", skip=8, limit=5) == [2000, 1000]
+    assert starts(skip=20) == []
+    assert activations.count("guest") == 13
+    assert activations.count("guest", name="hello") == 10
+    assert activations.count("guest", name="hello", since=3000, upto=6000) == 4
+    assert activations.count("guest", since=11000) == 0
+    with pytest.raises(InvalidInput):
+        activations.list("guest", since="yesterday")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        activations.list("guest", limit=-1)
+
+
+def test_first_write_wins(activations: ActivationStore) -> None:
+    first = activation("guest", "hello", 1000)
+    second = dict(first, response={"status": "success", "success": True, "result": {"dup": True}})
+    activations.put(first)
+    activations.put(second)  # while the first is possibly still queued
+    activations.flush(10)
+    activations.put(second)  # after it is written
+    assert activations.get("guest", first["activationId"]) == first
+    assert activations.count("guest") == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"activationId": ""},
+        {"activationId": "../etc"},
+        {"activationId": "_design"},
+        {"activationId": 7},
+        {"namespace": ""},
+        {"namespace": "a/b"},
+        {"name": None},
+        {"start": "now"},
+        {"start": -1},
+        {"response": {"result": float("inf")}},
+        {"logs": ["lone \udc80"]},
+    ],
+)
+def test_bad_records_are_refused_at_put(activations: ActivationStore, change: dict) -> None:
+    with pytest.raises(InvalidInput):
+        activations.put({**activation("guest", "hello", 1000), **change})
+    activations.put(good := activation("guest", "hello", 2000))
+    assert [r["activationId"] for r in activations.list("guest")] == [good["activationId"]]
+
+
+def test_missing_fields_and_non_dicts_are_refused(activations: ActivationStore) -> None:
+    for bad in ({}, {"activationId": uuid.uuid4().hex}, ["x"], None):
+        with pytest.raises(InvalidInput):
+            activations.put(bad)  # type: ignore[arg-type]
+    assert activations.count("guest") == 0
+
+
+def test_large_record(activations: ActivationStore) -> None:
+    record = activation("guest", "hello", 1000, logs=["x" * 1000] * 3000)  # 3 MB of logs
+    activations.put(record)
+    activations.flush(30)
+    assert activations.get("guest", record["activationId"]) == record
+
+
+def test_concurrent_writers_lose_nothing(activations: ActivationStore) -> None:
+    threads, each = 8, 150
+    ids: list[list[str]] = [[] for _ in range(threads)]
+
+    def write(t: int) -> None:
+        for i in range(each):
+            record = activation("guest", f"fn{t}", t * 10_000 + i)
+            activations.put(record)
+            ids[t].append(record["activationId"])
+            assert activations.get("guest", record["activationId"]) is not None
+
+    workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert activations.count("guest") == threads * each
+    assert activations.count("guest", name="fn3") == each
+    listed = {r["activationId"] for r in activations.list("guest")}
+    assert listed == {i for chunk in ids for i in chunk}
+
+
+def test_close_writes_everything_queued(backend: Backend) -> None:
+    store = backend.activations()
+    records = [activation("guest", "hello", start) for start in range(1, 1001)]
+    for r in records:
+        store.put(r)
+    store.close()
+    with pytest.raises(StoreUnavailable):
+        store.put(activation("guest", "hello", 5000))
+    reopened = backend.activations()
+    assert reopened.count("guest") == 1000
+    assert reopened.get("guest", records[-1]["activationId"]) == records[-1]

@@ -1,0 +1,238 @@
+"""EntityStore contract, run against SQLite and CouchDB (pouchdb-server)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from owx.gateway.stores import AUTH_COLLECTION, Conflict, Entity, EntityStore, InvalidInput, MAX_DOC_BYTES
+
+ODD_NAMES = [
+    "pkg/hello",
+    "a b%20c?d#e&f=g",
+    "ünïçødé/名前 ✓",
+    "..",
+    "_leading_underscore",
+    'quote"and\\backslash',
+    "x" * 1024,
+]
+
+
+def test_create_get_round_trip(entities: EntityStore) -> None:
+    doc = {"exec": {"kind": "python:3", "code": "def main(a): return a"}, "limits": {"memory": 256}, "_id": "mine"}
+    created = entities.put("guest", "actions", "hello", doc, None)
+    assert isinstance(created, Entity)
+    assert (created.namespace, created.collection, created.name, created.doc) == ("guest", "actions", "hello", doc)
+    assert created.rev and abs(created.updated - time.time() * 1000) < 60_000
+    assert entities.get("guest", "actions", "hello") == created
+    assert entities.get("guest", "actions", "other") is None
+    assert entities.get("guest", "packages", "hello") is None
+    assert entities.get("other", "actions", "hello") is None
+
+
+def test_create_existing_is_a_conflict_and_keeps_the_stored_doc(entities: EntityStore) -> None:
+    entities.put("guest", "actions", "a", {"v": 1}, None)
+    with pytest.raises(Conflict):
+        entities.put("guest", "actions", "a", {"v": 2}, None)
+    assert entities.get("guest", "actions", "a").doc == {"v": 1}
+
+
+def test_update_needs_the_current_revision(entities: EntityStore) -> None:
+    first = entities.put("guest", "actions", "a", {"v": 1}, None)
+    second = entities.put("guest", "actions", "a", {"v": 2}, first.rev)
+    assert second.rev != first.rev and second.updated > first.updated
+    for stale in (first.rev, "1-0123456789abcdef", "not a rev", ""):
+        with pytest.raises(Conflict):
+            entities.put("guest", "actions", "a", {"v": 3}, stale)
+    assert entities.get("guest", "actions", "a").doc == {"v": 2}
+    with pytest.raises(Conflict):
+        entities.put("guest", "actions", "absent", {"v": 1}, second.rev)
+    assert entities.get("guest", "actions", "absent") is None
+
+
+def test_delete(entities: EntityStore) -> None:
+    assert entities.delete("guest", "actions", "a") is False
+    first = entities.put("guest", "actions", "a", {"v": 1}, None)
+    second = entities.put("guest", "actions", "a", {"v": 2}, first.rev)
+    with pytest.raises(Conflict):
+        entities.delete("guest", "actions", "a", first.rev)
+    assert entities.get("guest", "actions", "a").doc == {"v": 2}
+    assert entities.delete("guest", "actions", "a", second.rev) is True
+    assert entities.get("guest", "actions", "a") is None
+    assert entities.delete("guest", "actions", "a", second.rev) is False
+    again = entities.put("guest", "actions", "a", {"v": 3}, None)  # re-create after delete
+    assert entities.delete("guest", "actions", "a") is True
+    assert entities.get("guest", "actions", "a") is None and again.doc == {"v": 3}
+
+
+def test_returned_docs_are_copies(entities: EntityStore) -> None:
+    doc = {"nested": {"list": [1, 2]}}
+    created = entities.put("guest", "actions", "a", doc, None)
+    doc["nested"]["list"].append(3)
+    created.doc["nested"]["list"].append(4)
+    fetched = entities.get("guest", "actions", "a")
+    fetched.doc["nested"]["list"].append(5)
+    assert entities.get("guest", "actions", "a").doc == {"nested": {"list": [1, 2]}}
+
+
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_odd_names_and_unicode_docs_round_trip(entities: EntityStore, name: str) -> None:
+    doc = {"text": "ünïçødé 名前 ✓ \U0001f600", "quote": '"\\', "none": None, "float": 1.5, "big": 2**53 - 1, "neg": -(2**53) + 1, "_rev": "x"}
+    entities.put("guest", "actions", name, doc, None)
+    assert entities.get("guest", "actions", name).doc == doc
+    assert [e.name for e in entities.list("guest", "actions")] == [name]
+    assert entities.delete("guest", "actions", name) is True
+
+
+def test_large_doc(entities: EntityStore) -> None:
+    doc = {"exec": {"code": "# filler\n" * 400_000}}  # 4 MB
+    entities.put("guest", "actions", "big", doc, None)
+    assert entities.get("guest", "actions", "big").doc == doc
+    with pytest.raises(InvalidInput, match="limit"):
+        entities.put("guest", "actions", "huge", {"code": "x" * (MAX_DOC_BYTES + 1)}, None)
+    assert entities.get("guest", "actions", "huge") is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("", "actions", "a"),
+        ("gu/est", "actions", "a"),
+        ("guest", "", "a"),
+        ("guest", "Actions", "a"),
+        ("guest", "act/ions", "a"),
+        ("guest", "actions", ""),
+        ("guest", "actions", "a\x00b"),
+        ("guest", "actions", "bad\udc80surrogate"),
+        ("guest", "actions", None),
+        ("guest", "actions", "x" * 1025),
+    ],
+)
+def test_bad_keys_are_refused(entities: EntityStore, key: tuple) -> None:
+    with pytest.raises(InvalidInput):
+        entities.put(*key, {"v": 1}, None)
+    with pytest.raises(InvalidInput):
+        entities.get(*key)
+    with pytest.raises(InvalidInput):
+        entities.delete(*key)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [["not", "a", "dict"], {"nan": float("nan")}, {"obj": object()}, {"s": "lone \ud800 surrogate"}, "text"],
+)
+def test_bad_docs_are_refused_and_damage_nothing(entities: EntityStore, doc: object) -> None:
+    stored = entities.put("guest", "actions", "a", {"v": 1}, None)
+    with pytest.raises(InvalidInput):
+        entities.put("guest", "actions", "a", doc, stored.rev)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        entities.put("guest", "actions", "b", doc, None)  # type: ignore[arg-type]
+    assert entities.get("guest", "actions", "a") == stored
+    assert entities.get("guest", "actions", "b") is None
+
+
+def test_list_newest_update_first_with_skip_limit_and_count(entities: EntityStore) -> None:
+    for name in ["c", "a", "b", "pkg/x", "pkg/y", "pkgz"]:
+        entities.put("guest", "actions", name, {"name": name}, None)
+    b = entities.get("guest", "actions", "b")
+    entities.put("guest", "actions", "a", {"name": "a", "v": 2}, entities.get("guest", "actions", "a").rev)
+    entities.put("guest", "packages", "pkg", {}, None)
+    entities.put("other", "actions", "a", {}, None)
+
+    names = [e.name for e in entities.list("guest", "actions")]
+    assert names == ["a", "pkgz", "pkg/y", "pkg/x", "b", "c"]
+    listed = entities.list("guest", "actions")
+    assert all(isinstance(e, Entity) for e in listed)
+    assert listed[-2] == b and listed[0].doc == {"name": "a", "v": 2}
+    assert [e.name for e in entities.list("guest", "actions", skip=1, limit=2)] == ["pkgz", "pkg/y"]
+    assert [e.name for e in entities.list("guest", "actions", skip=5, limit=10)] == ["c"]
+    assert entities.list("guest", "actions", skip=6) == []
+    assert [e.name for e in entities.list("guest", "actions", prefix="pkg/")] == ["pkg/y", "pkg/x"]
+    assert [e.name for e in entities.list("guest", "actions", prefix="pkg/", limit=1)] == ["pkg/y"]
+    assert entities.list("guest", "actions", prefix="PKG/") == []  # prefixes are exact, case included
+    assert entities.count("guest", "actions") == 6
+    assert entities.count("guest", "actions", prefix="pkg") == 3
+    assert entities.count("guest", "actions", prefix="pkg/") == 2
+    assert entities.count("guest", "actions", prefix="zzz") == 0
+    assert entities.count("guest", "packages") == 1 and entities.count("other", "actions") == 1
+    assert entities.count("nobody", "actions") == 0 and entities.list("nobody", "actions") == []
+    with pytest.raises(InvalidInput):
+        entities.list("guest", "actions", skip=-1)
+    with pytest.raises(InvalidInput):
+        entities.list("guest", "actions", limit="5")  # type: ignore[arg-type]
+
+
+def test_arbitrary_collections_like_canary_and_disdel_tables(entities: EntityStore) -> None:
+    for coll in ("canary.worker_info", "canary.job_info", "canary.function_info", "canary.checkpoint_info",
+                 "canary.replication_info", "disdel.history"):  # fmt: skip
+        row = entities.put("guest", coll, "job-1/fn-0", {"table": coll, "state": "running"}, None)
+        entities.put("guest", coll, "job-1/fn-0", {"table": coll, "state": "done"}, row.rev)
+        assert [e.doc["state"] for e in entities.list("guest", coll, prefix="job-1/")] == ["done"]
+    assert entities.count("guest", "actions") == 0
+
+
+def test_find_namespace_by_key(entities: EntityStore) -> None:
+    assert entities.find_namespace_by_key("u-1") is None
+    guest = entities.put("guest", AUTH_COLLECTION, "guest", {"uuid": "u-1", "key": "k-1"}, None)
+    entities.put("other", AUTH_COLLECTION, "other", {"uuid": "u-2", "key": "k-2"}, None)
+    entities.put("guest", "actions", "not-auth", {"uuid": "u-3"}, None)
+    for _ in range(3):  # the cached path answers the same
+        assert entities.find_namespace_by_key("u-1") == guest
+    assert entities.find_namespace_by_key("u-2").namespace == "other"
+    assert entities.find_namespace_by_key("u-3") is None  # only auth records are indexed
+    assert entities.find_namespace_by_key("U-1") is None
+    assert entities.find_namespace_by_key("") is None
+    rotated = entities.put("guest", AUTH_COLLECTION, "guest", {"uuid": "u-9", "key": "k-9"}, guest.rev)
+    assert entities.find_namespace_by_key("u-1") is None
+    assert entities.find_namespace_by_key("u-9") == rotated
+    entities.delete("guest", AUTH_COLLECTION, "guest")
+    assert entities.find_namespace_by_key("u-9") is None
+
+
+def test_concurrent_read_modify_write_loses_no_update(entities: EntityStore) -> None:
+    entities.put("guest", "canary.job_info", "counter", {"n": 0}, None)
+    threads, increments = 6, 15
+    errors: list[BaseException] = []
+
+    def bump() -> None:
+        try:
+            for _ in range(increments):
+                while True:
+                    current = entities.get("guest", "canary.job_info", "counter")
+                    try:
+                        entities.put("guest", "canary.job_info", "counter", {"n": current.doc["n"] + 1}, current.rev)
+                        break
+                    except Conflict:
+                        continue
+        except BaseException as err:  # surfaced below
+            errors.append(err)
+
+    workers = [threading.Thread(target=bump) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors
+    assert entities.get("guest", "canary.job_info", "counter").doc == {"n": threads * increments}
+
+
+def test_concurrent_creates_of_one_name_have_one_winner(entities: EntityStore) -> None:
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def create(i: int) -> None:
+        barrier.wait()
+        try:
+            entities.put("guest", "actions", "race", {"by": i}, None)
+            results.append("created")
+        except Conflict:
+            results.append("conflict")
+
+    workers = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(results) == ["conflict"] * 7 + ["created"]
