@@ -75,6 +75,7 @@ class NodeAgent:
         return self
 
     def stop(self) -> None:
+        """Stop the loop and release descriptors; limits stay as they are. Idempotent."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -33,6 +33,7 @@ from owx.escra_agent.messages import (
 from owx.escra_agent.settings import CFS_PERIOD_US, AllocatorParams
 
 log = logging.getLogger(__name__)
+PAGE = 4096
 
 
 class StaleAgent(Exception):
@@ -139,7 +140,9 @@ class ResourceAllocator:
                 self._admit(node, info)
             for item in batch.reclaimed:
                 if (tracked := self._get(item.id)) is not None:
-                    self._apps[tracked.app].reclaimed_bytes += item.freed_bytes
+                    app = self._apps[tracked.app]
+                    app.reclaimed_bytes += item.freed_bytes  # ψ returns to the pool
+                    self._book_memory(app, tracked, item.memory_limit)
             for sample in batch.samples:
                 tracked = self._get(sample.id)
                 if tracked is None or tracked.node != node.name:
@@ -291,7 +294,7 @@ class ResourceAllocator:
             self._book_memory(app, tracked, info.memory_limit)
         else:
             withheld = int(app.limits.memory_bytes * self.params.sigma)
-            share = int(app.limits.memory_bytes * (1 - self.params.sigma)) // count
+            share = int(app.limits.memory_bytes * (1 - self.params.sigma)) // count // PAGE * PAGE  # the kernel rounds to pages
             memory = max(self.params.min_memory_bytes, min(share, self._memory_free(app) - withheld))
             if memory < info.memory_usage + self.params.delta_bytes:
                 log.warning("container %s already uses %d bytes: its initial limit exceeds its share", info.id, info.memory_usage)

@@ -148,6 +148,7 @@ class LimitWriter:
         if self._sync is not None:
             self._sync.flush(force=True)
             self._sync.close()
+            self._sync = None
 
     def _remember(self, container_id: str, cpu: int | None = None, memory: int | None = None) -> None:
         old_cpu, old_memory = self._applied.get(container_id, (None, None))

@@ -130,6 +130,8 @@ class OomGuard:
             self._outbox.put(lambda: self._proceed(watch.handle))
 
     def close(self) -> None:
+        if not self._running:
+            return
         self._running = False
         os.write(self._wake_w, b"x")
         self._outbox.put(None)

@@ -43,7 +43,7 @@ def up(args: argparse.Namespace) -> int:
     print(f"owx is up: apihost {apihost}  namespace {identity.namespace}", flush=True)
     print(f"auth {identity.auth}", flush=True)
     print(f"~/.wskprops {'written' if written else 'left as it was (it names another server)'}", flush=True)
-    stop_on_signals(server)
+    stop_on_signals()
     try:
         server.serve_forever()
     finally:

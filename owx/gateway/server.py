@@ -40,11 +40,11 @@ class GatewayServer:
         self.gateway.close()
 
 
-def stop_on_signals(server: GatewayServer) -> None:
-    """SIGTERM and SIGINT close the server and the gateway cleanly."""
+def stop_on_signals() -> None:
+    """SIGTERM and SIGINT end ``serve_forever`` (waitress stops on SystemExit) so the caller can close."""
     def _stop(signum, _frame):
         log.info("signal %s: stopping", signum)
-        server._server.close()
+        raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
@@ -13,6 +14,9 @@ from owx.gateway.pipeline.invoke import Invoker, Runner
 from owx.gateway.stores import ActivationStore, EntityStore, open_stores
 
 log = logging.getLogger(__name__)
+
+# Packages that extend the gateway: each module has ``install(gateway)``, called once at open.
+EXTENSIONS = ("owx.canary.gateway_extension",)
 
 
 class Gateway:
@@ -27,7 +31,7 @@ class Gateway:
         self.catalog = Catalog(entities, settings)
         self.throttle = Throttle(settings.invocations_per_minute, settings.concurrent_invocations)
         self.invoker = Invoker(settings, self.catalog, activations, runner, self.throttle)
-        self.extensions: dict[str, Any] = {}
+        self.extensions: dict[str, Any] = {"blueprints": [], "closers": []}
 
     @classmethod
     def open(cls, settings: Settings) -> "Gateway":
@@ -36,7 +40,16 @@ class Gateway:
 
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         entities, activations = open_stores(settings)
-        return cls(settings, entities, activations, Platform(settings))
+        gateway = cls(settings, entities, activations, Platform(settings))
+        for module in EXTENSIONS:
+            try:
+                install = importlib.import_module(module).install
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+                continue
+            install(gateway)
+        return gateway
 
     def default_identity(self, auth: str | None = None) -> Identity:
         """The default namespace's identity, created on first start."""
@@ -45,6 +58,8 @@ class Gateway:
     def close(self) -> None:
         """Finish running invocations, stop the platform, flush and close the stores."""
         self.invoker.close()
+        for close_extension in self.extensions["closers"]:
+            close_extension()
         close = getattr(self.runner, "close", None)
         if close:
             close()

@@ -17,7 +17,8 @@ import types
 
 TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need it
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
     Action = Callable[[Any], Any]
 
@@ -59,7 +60,7 @@ def _execute(source: str, path: str) -> types.ModuleType:
     module.__file__ = path
     sys.modules[MODULE_NAME] = module  # dataclasses, pickle and friends look modules up here
     try:
-        exec(compile(source, path, "exec"), module.__dict__)
+        exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - running the action is the job
     except BaseException as error:  # SystemExit at import is also a failed init
         sys.modules.pop(MODULE_NAME, None)
         print_traceback()
@@ -105,7 +106,7 @@ def _use_virtualenv(venv: str) -> None:
         return
     import site
 
-    ours = "python%d.%d" % sys.version_info[:2]
+    ours = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     versions = sorted(os.listdir(lib), key=lambda name: name != ours)  # our version first
     before = list(sys.path)
     for version in versions:

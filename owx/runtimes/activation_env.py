@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need it
 if TYPE_CHECKING:
-    from typing import Iterator
+    from collections.abc import Iterator
 
 _local = threading.local()
 _process_env_lock = threading.Lock()

@@ -11,12 +11,14 @@ for cold starts.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 
 TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need it
 if TYPE_CHECKING:
-    from typing import BinaryIO, Callable
+    from collections.abc import Callable
+    from typing import BinaryIO
 
     # (method, path, body) -> (status, JSON body)
     Handler = Callable[[str, str, bytes], tuple[int, bytes]]
@@ -35,6 +37,7 @@ REASONS = {
     502: "Bad Gateway",
 }
 
+
 class MalformedRequest(Exception):
     """The bytes on the connection are not an HTTP/1.x request we can answer."""
 
@@ -42,7 +45,7 @@ class MalformedRequest(Exception):
 class Request:
     """One parsed request (a plain class: ``dataclasses`` costs ~5 ms to import)."""
 
-    __slots__ = ("method", "path", "body", "keep_alive")
+    __slots__ = ("body", "keep_alive", "method", "path")
 
     def __init__(self, method: str, path: str, body: bytes, keep_alive: bool) -> None:
         self.method = method
@@ -54,27 +57,28 @@ class Request:
 def serve_forever(listener: socket.socket, handle: Handler) -> None:
     """Accept connections on a listening socket and serve each in its own thread."""
     while True:
-        try:
-            conn, _ = listener.accept()
-        except InterruptedError:
-            continue
+        conn, _ = listener.accept()
         threading.Thread(target=serve_connection, args=(conn, handle), daemon=True).start()
 
 
 def serve_connection(conn: socket.socket, handle: Handler) -> None:
     """Serve requests on one connection until the client closes it or asks to."""
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if conn.family != socket.AF_UNIX:  # an inherited --fd may also be a Unix socket
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     reader = conn.makefile("rb")
     try:
         while True:
             try:
                 request = read_request(reader, conn)
             except MalformedRequest as error:
-                conn.sendall(response_bytes(400, b'{"error":"%s"}' % str(error).encode(), keep_alive=False))
+                conn.sendall(response_bytes(400, json.dumps({"error": str(error)}).encode(), keep_alive=False))
                 return
             if request is None:
                 return
-            status, body = handle(request.method, request.path, request.body)
+            try:
+                status, body = handle(request.method, request.path, request.body)
+            except Exception as error:  # noqa: BLE001 - a bug in a handler must not drop the connection silently
+                status, body = 500, json.dumps({"error": f"runtime internal error: {error!r}"}).encode()
             conn.sendall(response_bytes(status, body, request.keep_alive))
             if not request.keep_alive:
                 return
@@ -107,11 +111,10 @@ def read_request(reader: BinaryIO, conn: socket.socket) -> Request | None:
 
 def response_bytes(status: int, body: bytes, keep_alive: bool) -> bytes:
     """A complete JSON response with its head."""
-    head = "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n" % (
-        status,
-        REASONS.get(status, "Unknown"),
-        len(body),
-        "" if keep_alive else "Connection: close\r\n",
+    connection = "" if keep_alive else "Connection: close\r\n"
+    head = (
+        f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{connection}\r\n"
     )
     return head.encode("latin-1") + body
 
@@ -147,7 +150,7 @@ def _read_body(reader: BinaryIO, headers: dict[str, str]) -> bytes:
 
 
 def _read_chunked(reader: BinaryIO) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         size_line = reader.readline(MAX_LINE + 1)
         try:

@@ -119,7 +119,7 @@ class ActionProxy:
             if not isinstance(result, (dict, list)):
                 return _error(502, NOT_A_RESULT)
             return 200, _encode(result)  # inside the try: an unserialisable result is the action's error
-        except (Exception, SystemExit) as error:
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the action is its result
             print_traceback()
             return _error(502, f"{type(error).__name__}: {error}")
 

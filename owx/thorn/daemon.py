@@ -29,7 +29,7 @@ class NodeDaemon:
 
     def __init__(self, node: NodeSpec) -> None:
         self.node = node
-        self.frr = FrrInstance(node.netns, node.run_dir)
+        self.frr = FrrInstance(node.netns, node.run_dir, node.frr_rt_priority)
         self.driver = make_driver(node)
         self.reconciler = Reconciler(node, self.driver)
         self._health: tuple[dict[str, bool], list[BgpPeerState], list[BfdPeerState], list[str]] = ({}, [], [], [])

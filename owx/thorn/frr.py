@@ -29,9 +29,10 @@ class FrrError(RuntimeError):
 class FrrInstance:
     """The FRR daemons of one namespace."""
 
-    def __init__(self, ns: str | None, run_dir: Path) -> None:
+    def __init__(self, ns: str | None, run_dir: Path, rt_priority: int = 0) -> None:
         self.ns = ns
         self.dir = Path(run_dir)
+        self.rt_priority = rt_priority
 
     def _pidfile(self, daemon: str) -> Path:
         return self.dir / f"{daemon}.pid"
@@ -88,10 +89,15 @@ class FrrInstance:
         if proc.returncode != 0:
             raise FrrError(f"{daemon} in {self.ns} failed to start: {proc.stderr.strip() or proc.stdout.strip()}")
         deadline = time.monotonic() + 10
-        while self.pid(daemon) is None:
+        while (pid := self.pid(daemon)) is None:
             if time.monotonic() > deadline:
                 raise FrrError(f"{daemon} in {self.ns} exited at start; see {d}/{daemon}.log")
             time.sleep(0.05)
+        if self.rt_priority:
+            # BFD at 20 ms x 3 tolerates no scheduling delay beyond ~60 ms; on a loaded machine
+            # a normal-priority bfdd misses it and sessions flap. Real-time scheduling avoids that.
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                os.sched_setscheduler(int(task.name), os.SCHED_FIFO, os.sched_param(self.rt_priority))
 
     def reload(self, config: FrrConfig) -> None:
         """Rewrite the files and apply the configuration to the running daemons (additive, via vtysh -f)."""

@@ -143,6 +143,7 @@ class NodeSpec(Strict):
     bfd: BfdSpec = BfdSpec()
     reconciler: ReconcilerSpec = ReconcilerSpec()
     frr_dir: Path | None = Field(default=None, description="FRR run dir; default /run/owx-thorn/<name>")
+    frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of FRR daemons; 0 = off")
     http: str = Field(default="127.0.0.1:0", pattern=r"^[0-9.]+:\d{1,5}$", description="state/metrics listen address")
 
     @model_validator(mode="after")

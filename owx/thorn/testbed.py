@@ -126,7 +126,8 @@ class Testbed:
                 uplink = next(u for u in node.uplinks if u.name == link.uplink)
                 peers.append(BgpPeer(str(uplink.address.ip), node.asn))
         run_dir = self.dir / tor.name
-        FrrInstance(tor.netns, run_dir).start(tor_config(tor, peers, cluster.nodes[0].bfd, str(run_dir)))
+        first = cluster.nodes[0]
+        FrrInstance(tor.netns, run_dir, first.frr_rt_priority).start(tor_config(tor, peers, first.bfd, str(run_dir)))
 
     def _launch(self, node: NodeSpec) -> None:
         node_file = self.dir / f"{node.name}.yaml"

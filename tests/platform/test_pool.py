@@ -11,7 +11,7 @@ from platform_helpers import ECHO, SLEEP, pid_alive, request, spec, wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.gateway.platform.limits import MB, cpu_shares
-from owx.gateway.platform.types import APPLICATION_ERROR, SUCCESS
+from owx.gateway.platform.types import APPLICATION_ERROR, DEVELOPER_ERROR, SUCCESS
 
 
 def test_warm_container_is_reused_and_logs_are_per_activation(make_platform):
@@ -41,13 +41,15 @@ def test_container_has_its_own_limited_cgroup(make_platform):
     assert (group.dir("pids") / "pids.max").read_text().strip() == "64"
 
 
-def test_application_error_keeps_the_container(make_platform):
+def test_error_results_keep_the_container(make_platform):
     platform = make_platform()
-    action = spec("def main(args):\n    raise ValueError('bad input')\n")
+    returns_error = platform.run(spec("def main(args):\n    return {'error': 'bad input'}\n", name="e"), request())
+    assert returns_error.status == APPLICATION_ERROR and returns_error.result == {"error": "bad input"}
+    action = spec("def main(args):\n    raise ValueError('boom')\n")
     first = platform.run(action, request())
     second = platform.run(action, request())
-    assert first.status == APPLICATION_ERROR
-    assert "bad input" in first.result["error"]
+    assert first.status == DEVELOPER_ERROR and "boom" in first.result["error"]
+    assert any("Traceback" in line for line in first.logs)
     assert second.container_id == first.container_id
 
 

@@ -6,7 +6,7 @@ import base64
 import sys
 import time
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import docker
 import pytest
@@ -122,6 +122,8 @@ def test_container_cold_start(docker_client: docker.DockerClient, runtime_image:
 
 def test_zip_code_is_base64_in_the_container_too(container: Container) -> None:
     url = runtime_url(container)
-    bad = requests.post(url + "/init", json={"value": {"code": base64.b64encode(b"not a zip").decode(), "binary": True}})
+    bad = requests.post(
+        url + "/init", json={"value": {"code": base64.b64encode(b"not a zip").decode(), "binary": True}}
+    )
     assert bad.status_code == 502
     assert "zip" in bad.json()["error"].lower()

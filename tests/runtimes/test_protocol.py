@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -265,3 +266,30 @@ def test_cold_start_is_fast(tmp_path: Path) -> None:
         finally:
             proc.stop()
     assert sorted(timings)[2] < 0.5, f"cold starts {timings}"
+
+
+def test_inherited_unix_socket(tmp_path: Path) -> None:
+    """``--fd`` also accepts a listening Unix socket."""
+    path = str(tmp_path / "runtime.sock")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(path)
+        listener.listen(4)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "owx.runtimes.python_action", "--fd", str(listener.fileno())],
+            pass_fds=(listener.fileno(),),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)
+            client.connect(path)
+            for path_, body in (("/init", {"value": {"code": ECHO}}), ("/run", {"value": {"u": 1}})):
+                data = json.dumps(body).encode()
+                client.sendall(b"POST %s HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (path_.encode(), len(data), data))
+                head, _, rest = client.recv(65536).partition(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 200")
+        assert json.loads(rest) == {"echo": {"u": 1}}
+    finally:
+        process.kill()
+        process.wait()

@@ -94,6 +94,7 @@ class SegmentFiles:
                     return False
                 shutil.copyfile(src, tmp)
             os.replace(tmp, final)
+            tmp.unlink(missing_ok=True)  # rename does nothing when both names link one file
         except FileNotFoundError:
             tmp.unlink(missing_ok=True)
             return False

@@ -103,9 +103,9 @@ def parse_size(text: str) -> int:
 
 
 def _convert(name: str, raw: str) -> object:
+    if name in _SIZES:
+        return parse_size(raw)
     try:
-        if name in _SIZES:
-            return parse_size(raw)
         if name in _INTS:
             return int(raw)
         if name in _FLOATS:

@@ -1,13 +1,20 @@
-"""Per-namespace throttles: invocations per minute and invocations in flight (429 when exceeded)."""
+"""Per-namespace throttles: invocations per minute and invocations in flight.
+
+Plain invocations over a limit get 429, as in OpenWhisk. Invocations that ask to wait
+(Canary's stateful actions and jobs) are queued instead and admitted when the namespace
+has room; a queued entry of ``count`` invocations is admitted whole or not at all (gang
+admission), in FIFO order, so a partly started fan-out can never hold the pool.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
-from owx.gateway.errors import TOO_MANY_CONCURRENT, TOO_MANY_REQUESTS, ApiError
+from owx.gateway.errors import TOO_MANY_CONCURRENT, TOO_MANY_REQUESTS, ApiError, bad_request
 
 WINDOW_S = 60
 
@@ -29,6 +36,18 @@ class _RateWindow:
         self.buckets[slot] += 1
 
 
+Reserve = Callable[[], bool]  # an extra all-or-nothing claim (e.g. memory on nodes); True if taken
+JOB_TOO_LARGE = "A job of {count} invocations can never run: the namespace allows {allowed} at once."
+
+
+@dataclass(eq=False)
+class _Waiting:
+    namespace: str
+    count: int
+    admitted: Callable[[], None]
+    reserve: Reserve | None
+
+
 class Throttle:
     """OpenWhisk's entitlement checks: rate per minute and concurrency per namespace."""
 
@@ -37,25 +56,77 @@ class Throttle:
         self.concurrent = concurrent
         self._rates: dict[str, _RateWindow] = {}
         self._in_flight: dict[str, int] = {}
+        self._waiting: list[_Waiting] = []
         self._lock = threading.Lock()
 
     def admit(self, namespace: str) -> None:
         """Count one invocation or raise 429; pair with :meth:`release`."""
         now_s = int(time.time())
         with self._lock:
-            window = self._rates.setdefault(namespace, _RateWindow())
-            recent = window.count(now_s)
-            if recent >= self.per_minute:
-                raise ApiError(429, TOO_MANY_REQUESTS.format(count=recent + 1, allowed=self.per_minute))
+            window = self._count_rate(namespace, 1, now_s)
             running = self._in_flight.get(namespace, 0)
             if running >= self.concurrent:
                 raise ApiError(429, TOO_MANY_CONCURRENT.format(count=running + 1, allowed=self.concurrent))
             window.add(now_s)
             self._in_flight[namespace] = running + 1
 
+    def enqueue(self, namespace: str, count: int, admitted: Callable[[], None], reserve: Reserve | None = None) -> None:
+        """Queue ``count`` invocations that start together when the namespace has room for all
+        of them and ``reserve()`` succeeds; then ``admitted()`` runs (once, without locks held).
+
+        The rate limit still answers 429 at once; a job larger than the concurrency limit is a 400.
+        Each admitted invocation is paired with one :meth:`release`.
+        """
+        if count > self.concurrent:
+            raise bad_request(JOB_TOO_LARGE.format(count=count, allowed=self.concurrent))
+        now_s = int(time.time())
+        with self._lock:
+            window = self._count_rate(namespace, count, now_s)
+            for _ in range(count):
+                window.add(now_s)
+            self._waiting.append(_Waiting(namespace, count, admitted, reserve))
+        self.pump()
+
+    def queued(self, namespace: str) -> int:
+        """Invocations of ``namespace`` waiting for admission."""
+        with self._lock:
+            return sum(w.count for w in self._waiting if w.namespace == namespace)
+
     def release(self, namespace: str) -> None:
         with self._lock:
             self._in_flight[namespace] = max(0, self._in_flight.get(namespace, 1) - 1)
+        self.pump()
+
+    def pump(self) -> None:
+        """Admit waiting entries that fit now, oldest first (call when capacity frees).
+
+        An entry over its namespace's concurrency only holds back its own namespace; one
+        whose ``reserve`` fails holds back every later entry, so big jobs are not starved.
+        """
+        ready: list[_Waiting] = []
+        with self._lock:
+            full: set[str] = set()
+            for entry in list(self._waiting):
+                if entry.namespace in full:
+                    continue
+                running = self._in_flight.get(entry.namespace, 0)
+                if running + entry.count > self.concurrent:
+                    full.add(entry.namespace)
+                    continue
+                if entry.reserve is not None and not entry.reserve():
+                    break
+                self._waiting.remove(entry)
+                self._in_flight[entry.namespace] = running + entry.count
+                ready.append(entry)
+        for entry in ready:
+            entry.admitted()
+
+    def _count_rate(self, namespace: str, count: int, now_s: int) -> _RateWindow:
+        window = self._rates.setdefault(namespace, _RateWindow())
+        recent = window.count(now_s)
+        if recent + count > self.per_minute:
+            raise ApiError(429, TOO_MANY_REQUESTS.format(count=recent + count, allowed=self.per_minute))
+        return window
 
     @contextmanager
     def admitted(self, namespace: str) -> Iterator[None]:

@@ -6,6 +6,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Protocol
 
 from owx.config import Settings
@@ -28,10 +29,21 @@ class Runner(Protocol):
     def run(self, spec: ActionSpec, request: RunRequest) -> RunOutcome: ...
 
 
+# Reserves what activations of an action need before they start (all or nothing); True if reserved.
+Gate = Callable[[ResolvedAction, list[str]], bool]
+
+
 @dataclass(frozen=True)
 class Invocation:
     activation_id: str
     future: Future[dict[str, Any]]
+
+
+def _copy_result(outer: Future[dict[str, Any]], inner: Future[dict[str, Any]]) -> None:
+    if inner.exception() is not None:
+        outer.set_exception(inner.exception())  # type: ignore[arg-type]
+    else:
+        outer.set_result(inner.result())
 
 
 def action_spec(resolved: ResolvedAction) -> ActionSpec:
@@ -68,18 +80,24 @@ class Invoker:
         self.activations = activations
         self.runner = runner
         self.throttle = throttle
-        self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner]] = []
+        self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner, Gate | None]] = []
         self._executor = ThreadPoolExecutor(settings.concurrent_invocations, thread_name_prefix="invoke")
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=False)
 
-    def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner) -> None:
-        """Send actions that ``accepts`` selects to ``runner`` (e.g. Canary's stateful actions)."""
-        self.runners_by_annotation.append((accepts, runner))
+    def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner, gate: Gate | None = None) -> None:
+        """Send actions that ``accepts`` selects to ``runner`` (e.g. Canary's stateful actions).
+
+        With a ``gate`` their invocations queue instead of answering 429, and start when
+        ``gate(resolved, activation_ids)`` has reserved what they need (all or nothing).
+        """
+        self.runners_by_annotation.append((accepts, runner, gate))
 
     def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Invocation:
         """Admit and start one activation; its record arrives on the returned future."""
+        if self._route(resolved)[1] is not None:
+            return self.start_all(identity, resolved, [params])[0]
         arguments = self._arguments(resolved, params)
         self.throttle.admit(identity.namespace)
         activation_id = records.new_id()
@@ -89,6 +107,31 @@ class Invoker:
             self.throttle.release(identity.namespace)
             raise
         return Invocation(activation_id, future)
+
+    def start_all(
+        self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
+        activation_ids: list[str] | None = None,
+    ) -> list[Invocation]:
+        """Queue activations that are admitted together (gang) when capacity allows; never 429
+        for concurrency. Records arrive on the returned futures."""
+        arguments = [self._arguments(resolved, p) for p in params]
+        ids = activation_ids or [records.new_id() for _ in arguments]
+        gate = self._route(resolved)[1]
+        invocations = [Invocation(aid, Future()) for aid in ids]
+
+        def admitted() -> None:
+            for invocation, args in zip(invocations, arguments):
+                try:
+                    inner = self._executor.submit(self._admitted_run, identity, resolved, args, invocation.activation_id)
+                except RuntimeError as exc:  # shutting down
+                    self.throttle.release(identity.namespace)
+                    invocation.future.set_exception(exc)
+                    continue
+                inner.add_done_callback(partial(_copy_result, invocation.future))
+
+        reserve = (lambda: gate(resolved, ids)) if gate is not None else None
+        self.throttle.enqueue(identity.namespace, len(ids), admitted, reserve)
+        return invocations
 
     def _admitted_run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> dict:
         try:
@@ -114,16 +157,16 @@ class Invoker:
             record = records.activation(
                 activation_id=activation_id, namespace=identity.namespace, action=resolved.doc,
                 path=str(resolved.path), outcome=outcome, max_result_bytes=self.settings.max_payload_bytes,
-                cause=cause, extra_annotations=getattr(outcome, "annotations", None),
+                cause=cause, extra_annotations=outcome.annotations,
             )
         self.activations.put(record)
         return record
 
-    def _runner_for(self, resolved: ResolvedAction) -> Runner:
-        for accepts, runner in self.runners_by_annotation:
+    def _route(self, resolved: ResolvedAction) -> tuple[Runner, Gate | None]:
+        for accepts, runner, gate in self.runners_by_annotation:
             if accepts(resolved):
-                return runner
-        return self.runner
+                return runner, gate
+        return self.runner, None
 
     def _run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> RunOutcome:
         spec = action_spec(resolved)
@@ -138,7 +181,7 @@ class Invoker:
             api_key=identity.auth if annotation(resolved.doc, "provide-api-key") else None,
         )
         try:
-            return self._runner_for(resolved).run(spec, request)
+            return self._route(resolved)[0].run(spec, request)
         except Exception as exc:  # the platform failed, not the action
             log.exception("activation %s failed inside the platform", aid)
             end_ms = int(time.time() * 1000)

@@ -85,6 +85,7 @@ class RunOutcome:
     node: str = ""
     memory_peak_bytes: int | None = None
     failure: Literal["timeout", "oom", "exited", "init", None] = None
+    annotations: list[dict[str, Any]] = field(default_factory=list)  # extra record annotations (e.g. Canary's)
 
     @property
     def duration_ms(self) -> int:

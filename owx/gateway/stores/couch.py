@@ -69,13 +69,13 @@ _ENTITY_VIEWS = {
     },
 }
 
+# One view (pouchdb-server builds each view separately and slowly): every record is
+# emitted under [ns, null, start] for unfiltered lists and [ns, name, start] for name filters
+# (null collates before every string, so the two ranges never mix).
 _ACTIVATION_VIEWS = {
     "by_start": {
-        "map": "function (doc) { if (doc.record) { emit([doc.namespace, doc.start], doc.summary); } }",
-        "reduce": "_count",
-    },
-    "by_name": {
-        "map": "function (doc) { if (doc.record) { emit([doc.namespace, doc.name, doc.start], doc.summary); } }",
+        "map": "function (doc) { if (doc.record) { emit([doc.namespace, null, doc.start], doc.summary); "
+        "emit([doc.namespace, doc.name, doc.start], doc.summary); } }",
         "reduce": "_count",
     },
 }
@@ -168,7 +168,7 @@ def _to_entity(body: dict[str, Any]) -> Entity:
 class CouchEntityStore:
     """`EntityStore` in CouchDB database ``<prefix>entities``."""
 
-    def __init__(self, url: str, prefix: str, cache_ttl_s: float = 1.0, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, prefix: str, cache_ttl_s: float = 1.0, timeout_s: float = 30.0) -> None:
         self._couch = CouchDatabase(url, f"{prefix}entities", _ENTITY_VIEWS, timeout_s)
         self._db = self._couch.db
         self._cache = EntityCache(ttl_s=cache_ttl_s)
@@ -311,11 +311,18 @@ class CouchEntityStore:
 class CouchActivationStore:
     """`ActivationStore` in CouchDB database ``<prefix>activations``, written behind with ``_bulk_docs``."""
 
-    def __init__(self, url: str, prefix: str, timeout_s: float = 10.0, read_flush_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        prefix: str,
+        timeout_s: float = 30.0,
+        read_flush_timeout_s: float = 30.0,
+        close_wait_s: float = 30.0,
+    ) -> None:
         self._couch = CouchDatabase(url, f"{prefix}activations", _ACTIVATION_VIEWS, timeout_s)
         self._db = self._couch.db
         self._read_flush_timeout_s = read_flush_timeout_s
-        self._writer = WriteBehind(self._commit, name=f"owx-activations-{prefix}")
+        self._writer = WriteBehind(self._commit, name=f"owx-activations-{prefix}", close_wait_s=close_wait_s)
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -361,17 +368,13 @@ class CouchActivationStore:
 
     def _range(
         self, namespace: str, name: str | None, since: int | None, upto: int | None
-    ) -> tuple[str, list[Any], list[Any]]:
-        """View and (low, high) keys of the records matching the filters."""
-        scope: list[Any] = [check_namespace(namespace)]
-        view = "by_start"
-        if (name := check_name_filter(name)) is not None:
-            scope.append(name)
-            view = "by_name"
+    ) -> tuple[list[Any], list[Any]]:
+        """(low, high) keys of view ``by_start`` holding the records matching the filters."""
+        scope = [check_namespace(namespace), check_name_filter(name)]
         since, upto = check_time(since, "since"), check_time(upto, "upto")
         low = [*scope, since]  # null sorts before every number
         high = [*scope, upto if upto is not None else {}]
-        return f"{_DESIGN}/{view}", low, high
+        return low, high
 
     def list(
         self,
@@ -383,23 +386,23 @@ class CouchActivationStore:
         limit: int = 0,
         docs: bool = False,
     ) -> builtins.list[dict[str, Any]]:
-        view, low, high = self._range(namespace, name, since, upto)
+        low, high = self._range(namespace, name, since, upto)
         skip, limit = check_page(skip, limit)
         options: dict[str, Any] = {"skip": skip, "include_docs": bool(docs)}
         if limit:
             options["limit"] = limit
         self._writer.flush(self._read_flush_timeout_s)
         with self._call():
-            rows = self._db.view(view, startkey=high, endkey=low, descending=True, reduce=False, **options).rows
+            rows = self._db.view(f"{_DESIGN}/by_start", startkey=high, endkey=low, descending=True, reduce=False, **options).rows
         return [row.doc["record"] for row in rows] if docs else [row.value for row in rows]
 
     def count(
         self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None
     ) -> int:
-        view, low, high = self._range(namespace, name, since, upto)
+        low, high = self._range(namespace, name, since, upto)
         self._writer.flush(self._read_flush_timeout_s)
         with self._call():
-            rows = self._db.view(view, startkey=low, endkey=high, reduce=True).rows
+            rows = self._db.view(f"{_DESIGN}/by_start", startkey=low, endkey=high, reduce=True).rows
         return rows[0].value if rows else 0
 
     def flush(self, timeout: float | None = None) -> None:

@@ -259,13 +259,13 @@ def _check_rev(key: tuple[str, str, str], current: str | None, rev: str | None) 
 class SQLiteActivationStore:
     """`ActivationStore` in one SQLite file, written behind by one thread."""
 
-    def __init__(self, path: Path, read_flush_timeout_s: float = 10.0) -> None:
+    def __init__(self, path: Path, read_flush_timeout_s: float = 10.0, close_wait_s: float = 30.0) -> None:
         self._db = _OwnedDatabase(path, _ACTIVATION_SCHEMA)
         self._read_conn = self._db.connect()
         self._write_conn = self._db.connect()
         self._lock = threading.Lock()
         self._read_flush_timeout_s = read_flush_timeout_s
-        self._writer = WriteBehind(self._commit, name=f"owx-activations-{path.name}")
+        self._writer = WriteBehind(self._commit, name=f"owx-activations-{path.name}", close_wait_s=close_wait_s)
         self._closed = False
 
     def _commit(self, rows: builtins.list[ActivationRow]) -> None:

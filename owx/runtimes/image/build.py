@@ -18,9 +18,9 @@ import hashlib
 import io
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import docker
 import docker.errors
@@ -63,8 +63,7 @@ class RuntimeImage:
             f"ENV PYTHONPATH={IMAGE_ROOT}",
             "WORKDIR /action",
             f"EXPOSE {RUNTIME_PORT}",
-            'CMD ["python3", "-m", "owx.runtimes.python_action", '
-            f'"--host", "0.0.0.0", "--port", "{RUNTIME_PORT}"]',
+            f'CMD ["python3", "-m", "owx.runtimes.python_action", "--host", "0.0.0.0", "--port", "{RUNTIME_PORT}"]',
         ]
         return "\n".join(lines) + "\n"
 

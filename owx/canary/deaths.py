@@ -1,0 +1,44 @@
+"""Failure detection: container deaths as the platform reports them (pidfd / OOM eventfd).
+
+The platform notices a dead runtime process within a scheduler tick and calls its death
+listeners; this module keeps the recent deaths by container id so that a failed run can
+learn why and when its container died, and fans them out to Canary's other parts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+from owx.gateway.platform.types import ContainerDeath
+
+KEEP = 4096
+
+
+class DeathWatch:
+    """The recent container deaths, and subscribers to new ones."""
+
+    def __init__(self) -> None:
+        self._deaths: OrderedDict[str, ContainerDeath] = OrderedDict()
+        self._cond = threading.Condition()
+        self._subscribers: list[Callable[[ContainerDeath], None]] = []
+
+    def subscribe(self, callback: Callable[[ContainerDeath], None]) -> None:
+        self._subscribers.append(callback)
+
+    def __call__(self, death: ContainerDeath) -> None:
+        """The platform's death listener."""
+        with self._cond:
+            self._deaths[death.container_id] = death
+            while len(self._deaths) > KEEP:
+                self._deaths.popitem(last=False)
+            self._cond.notify_all()
+        for callback in self._subscribers:
+            callback(death)
+
+    def wait_for(self, container_id: str, timeout: float) -> ContainerDeath | None:
+        """The death of ``container_id``, waiting up to ``timeout`` seconds for its notice."""
+        with self._cond:
+            self._cond.wait_for(lambda: container_id in self._deaths, timeout)
+            return self._deaths.get(container_id)

@@ -1,0 +1,90 @@
+"""Bad input and restarts: vanished containers, unreachable or restarted allocator, restarted agent."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import wait_for
+from escra_procs import BUSY, IDLE, python
+
+from owx.escra_agent.agent import NodeAgent
+from owx.escra_agent.link import HttpLink, LocalLink
+from owx.escra_agent.messages import Directives, LimitUpdate
+from owx.escra_agent.settings import AgentSettings
+
+APP = "name=app,cpu=2,memory-mb=1024,containers=4"
+
+
+def test_container_vanishing_mid_update_is_skipped_and_forgotten(local_escra, container):
+    allocator, agent = local_escra()
+    group, proc = container("gone", *python(IDLE))
+    wait_for(lambda: "gone" in allocator.view().containers)
+    proc.kill()
+    proc.wait()
+    handle = agent.containers["gone"].handle
+    group.destroy()
+    agent.writer.apply(handle, LimitUpdate(id="gone", cpu_quota_us=50_000, memory_limit=64 << 20))  # logged, not raised
+    wait_for(lambda: "gone" not in allocator.view().containers)
+    assert agent._thread.is_alive()
+
+
+def test_unreachable_allocator_keeps_limits_then_registers_when_it_appears(controller, container, cgroup_root):
+    server = controller("--define-app", APP)
+    port, url = server.port, server.url
+    server.stop()
+    group, _ = container("c1", *python(IDLE))
+    group.set_cpu_quota(70_000)
+    settings = AgentSettings(node="n1", cgroup_root=cgroup_root, app="app", allocator_url=url)
+    agent = NodeAgent(settings, HttpLink(url, 0.2)).start()
+    try:
+        time.sleep(1.0)
+        assert agent._thread.is_alive()
+        assert group.cpu_quota()[0] == 70_000  # nobody changed it
+        server.start()
+        assert server.port == port
+        wait_for(lambda: "c1" in server.state()["containers"], timeout=10)
+    finally:
+        agent.stop()
+
+
+def test_allocator_restart_makes_agents_register_again_with_their_limits(controller, container, cgroup_root):
+    server = controller("--define-app", APP)
+    group, _ = container("c1", *python(BUSY))
+    settings = AgentSettings(node="n1", cgroup_root=cgroup_root, app="app")
+    agent = NodeAgent(settings, HttpLink(server.url)).start()
+    try:
+        wait_for(lambda: "c1" in server.state()["containers"])
+        first_epoch = server.state()["epoch"]
+        memory = group.memory().limit
+        server.stop()
+        server.start()
+        state = wait_for(lambda: "c1" in server.state()["containers"] and server.state(), timeout=10)
+        assert state["epoch"] != first_epoch
+        assert state["containers"]["c1"]["memory_limit"] == memory  # adopted, not reset by eq. 2.2
+        assert agent.epoch == state["epoch"]
+    finally:
+        agent.stop()
+
+
+def test_restarted_agent_rediscovers_every_container(local_escra, container, cgroup_root):
+    allocator, agent = local_escra()
+    for name in ("a", "b", "c"):
+        container(name, *python(IDLE))
+    wait_for(lambda: len(allocator.view().containers) == 3)
+    before = allocator.view().containers
+    agent.stop()
+    fresh = NodeAgent(AgentSettings(node="n1", cgroup_root=cgroup_root, app="app"), LocalLink(allocator)).start()
+    try:
+        wait_for(lambda: set(fresh.containers) == {"a", "b", "c"})
+        time.sleep(0.3)
+        after = allocator.view().containers
+        assert set(after) == {"a", "b", "c"}
+        assert {k: v["memory_limit"] for k, v in after.items()} == {k: v["memory_limit"] for k, v in before.items()}
+    finally:
+        fresh.stop()
+
+
+def test_update_for_unknown_container_is_ignored(local_escra, container):
+    allocator, agent = local_escra()
+    agent.apply(Directives(epoch=allocator.epoch, updates=[LimitUpdate(id="nobody", cpu_quota_us=10_000)]))
+    assert agent._thread.is_alive()

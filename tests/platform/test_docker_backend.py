@@ -1,0 +1,74 @@
+"""The same pool over Docker containers (starts dockerd and builds the runtime image when missing)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+from platform_helpers import ECHO, request, spec, wait_for
+
+from owx.common.cgroups import Cgroup
+from owx.common.dockerd import ensure_dockerd
+from owx.gateway.platform.limits import MB, cpu_shares
+from owx.gateway.platform.types import DEVELOPER_ERROR, OOM_MESSAGE, SUCCESS, TIMEOUT_MESSAGE, ContainerDeath
+from owx.runtimes.image.build import PYTHON_IMAGE, ensure_image
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def docker_client():
+    client = ensure_dockerd()
+    ensure_image(PYTHON_IMAGE, client=client)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def docker_platform(make_platform, docker_client):
+    return make_platform(backend="docker", user_memory_mb=1024, user_cpus=2.0)
+
+
+def test_run_reuse_logs_and_limits_in_docker_inspect(docker_platform, docker_client):
+    action = spec(ECHO, memory_mb=256)
+    first = docker_platform.run(action, request(n=1))
+    second = docker_platform.run(action, request(n=2))
+    assert first.status == SUCCESS and first.result == {"echo": {"n": 1}}
+    assert second.container_id == first.container_id and second.init_ms is None
+    assert [line.split(" ", 1)[1] for line in second.logs] == ["stdout: echo {'n': 2}"]
+    attrs = docker_client.api.inspect_container(first.container_id)
+    host = attrs["HostConfig"]
+    assert host["Memory"] == host["MemorySwap"] == 256 * MB
+    assert host["CpuShares"] == cpu_shares(256, 1024) == 256
+    assert host["CpuPeriod"] == 100_000 and host["CpuQuota"] == 50_000  # 2 CPUs * 256/1024
+    assert host["NanoCpus"] == 0  # so Escra can still update quota/period
+    assert host["CgroupParent"] == "/owx-test-platform/node0"
+    assert attrs["Config"]["Labels"]["owx.node"] == "node0"
+    assert attrs["Config"]["Labels"]["owx.action"] == action.key
+    (info,) = docker_platform.containers()
+    assert Cgroup(info.cgroup).memory().limit == 256 * MB  # the cgroup the Escra agent reads
+
+
+def test_timeout_and_oom_in_docker(docker_platform, docker_client):
+    slow = spec("import time\ndef main(args):\n    time.sleep(30)\n", timeout_ms=500)
+    timed_out = docker_platform.run(slow, request())
+    assert timed_out.status == DEVELOPER_ERROR and timed_out.result == {"error": TIMEOUT_MESSAGE.format(ms=500)}
+    hog = spec("def main(args):\n    b = [bytearray(16 * 2**20) for _ in range(40)]\n    return {}\n", memory_mb=128)
+    oom = docker_platform.run(hog, request())
+    assert oom.status == DEVELOPER_ERROR and oom.result == {"error": OOM_MESSAGE}
+    for gone in (timed_out.container_id, oom.container_id):
+        wait_for(lambda: not docker_client.containers.list(all=True, filters={"id": gone}), what="removal")
+
+
+def test_docker_container_death_is_reported_fast(docker_platform):
+    deaths: list[ContainerDeath] = []
+    arrived = threading.Event()
+    docker_platform.add_death_listener(lambda death: (deaths.append(death), arrived.set()))
+    outcome = docker_platform.run(spec(ECHO), request())
+    (info,) = docker_platform.containers()
+    os.kill(info.pid, signal.SIGKILL)
+    assert arrived.wait(0.5)
+    assert deaths[0].container_id == outcome.container_id and deaths[0].reason == "exited"
+    wait_for(lambda: docker_platform.containers() == [], what="the dead container to leave the pool")

@@ -1,0 +1,61 @@
+"""OpenWhisk's limit formulas and per-activation log collection."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from owx.common.cgroups import UNLIMITED
+from owx.gateway.platform.limits import MIN_SHARES, cpu_quota_us, cpu_shares
+from owx.gateway.platform.logs import MISSING_LOGS_MESSAGE, SENTINEL, LogCollector
+from owx.gateway.platform.types import LOG_TRUNCATED_MESSAGE
+
+END = (SENTINEL + "\n").encode()
+
+
+def test_cpu_shares_follow_openwhisk():
+    assert cpu_shares(256, 2048) == 128
+    assert cpu_shares(512, 2048) == 256
+    assert cpu_shares(2048, 2048) == 1024
+    assert cpu_shares(4096, 2048) == 1024  # larger than the budget: a full share, not a division by zero
+    assert cpu_shares(128, 1024 * 1024) == MIN_SHARES
+
+
+def test_cpu_quota_only_with_user_cpus():
+    assert cpu_quota_us(256, 2048, None) == UNLIMITED
+    assert cpu_quota_us(256, 2048, 2.0) == 25_000  # a quarter of a CPU per 100 ms period
+    assert cpu_quota_us(1, 2048, 1.0) == 1000  # never below the kernel's 1 ms minimum
+
+
+def text(lines: list[str]) -> list[str]:
+    return [line.split(" ", 1)[1] for line in lines]
+
+
+def test_activations_are_split_at_sentinels_and_merged_by_arrival():
+    logs = LogCollector()
+    logs.feed("stdout", b"one\n")
+    logs.feed("stderr", b"two\n" + END)
+    logs.feed("stdout", b"thr")
+    logs.feed("stdout", b"ee\n" + END + b"next\n")
+    assert text(logs.collect(0.1)) == ["stdout: one", "stderr: two", "stdout: three"]
+    logs.feed("stdout", END)
+    logs.feed("stderr", END)
+    assert text(logs.collect(0.1)) == ["stdout: next"]
+
+
+def test_collect_waits_for_sentinels_then_warns():
+    logs = LogCollector()
+    logs.feed("stdout", b"early\n")
+    threading.Timer(0.05, lambda: (logs.feed("stdout", END), logs.feed("stderr", END))).start()
+    started = time.monotonic()
+    assert text(logs.collect(2.0)) == ["stdout: early"]
+    assert time.monotonic() - started < 1.0
+    logs.feed("stdout", b"cut off\n")
+    assert text(logs.collect(0.05)) == ["stdout: cut off", "stderr: " + MISSING_LOGS_MESSAGE]
+
+
+def test_truncation_message_and_bounded_buffer():
+    logs = LogCollector(limit_bytes=10)
+    logs.feed("stdout", b"12345\n67890\nabcdef\n" + b"x" * 1000 + b"\n" + END)
+    logs.feed("stderr", END)
+    assert text(logs.collect(0.1)) == ["stdout: 12345", "stdout: 67890", "stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=10)]
