@@ -15,7 +15,8 @@ Strategies:
 * ``aggressive`` — one replica for every two active functions (at least two);
 * ``dynamic`` (default) — follows the observed failure rate ``f`` of recent functions:
   the failures expected among ``func_tot`` functions, doubled for margin and rounded up,
-  between one replica and the aggressive count.
+  between one replica and the aggressive count;
+* ``standby`` — one per function: the active-standby baseline, not a Canary strategy.
 
 Placement: the first replica of a runtime goes to a node that hosts the job's
 functions, further ones to the other live nodes (round robin), so that losing one node
@@ -28,6 +29,7 @@ import math
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import Literal
 
 from owx.canary.options import Replication
 
@@ -55,10 +57,12 @@ def aggressive_count(functions: int) -> int:
     return max(2, math.ceil(functions / 2))
 
 
-def required_replicas(strategy: Replication, functions: int, failure_rate: float) -> int:
+def required_replicas(strategy: Replication | Literal["standby"], functions: int, failure_rate: float) -> int:
     """``rep_req`` for a runtime with ``functions`` active plus scheduled functions."""
     if functions <= 0:
         return 0
+    if strategy == "standby":
+        return functions
     if strategy == "lenient":
         return 1
     if strategy == "aggressive":
@@ -78,7 +82,7 @@ class ReplicationDecision:
     surplus: int  # idle replicas beyond the requirement
 
 
-def decide(strategy: Replication, active: int, scheduled: int, replicas: int, failure_rate: float) -> ReplicationDecision:
+def decide(strategy: Replication | Literal["standby"], active: int, scheduled: int, replicas: int, failure_rate: float) -> ReplicationDecision:
     """Algorithm 5 for one runtime: ``active`` running functions, ``scheduled`` new ones,
     ``replicas`` live (or starting) replicas."""
     total = active + scheduled

@@ -142,6 +142,14 @@ class RuntimeManager:
         self._finish_row(replica, "lost", None)
         self.replenish(runtime.spec, replica.row.job_id)
 
+    def retire_idle(self) -> bool:
+        """Retire the replicas of runtimes without active functions now (to admit a waiting job)."""
+        with self._lock:
+            idle = [rt for rt in self._runtimes.values() if rt.active == 0 and rt.replicas]
+        for runtime in idle:
+            self._retire(runtime, keep=0)
+        return bool(idle)
+
     def replicas_of(self, spec: ActionSpec) -> list[Replica]:
         with self._lock:
             runtime = self._runtimes.get(spec.key)

@@ -83,8 +83,9 @@ def shard_bounds(samples: int, shards: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def write_npz(path: Path, x: np.ndarray, y: np.ndarray) -> Path:
+def write_npz(path: str | Path, x: np.ndarray, y: np.ndarray) -> Path:
     """Write atomically and world-readable (actions may run as another user)."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp.npz")
     np.savez(tmp, x=x, y=y)
     os.chmod(tmp, 0o644)

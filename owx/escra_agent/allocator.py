@@ -187,8 +187,8 @@ class ResourceAllocator:
                 app.oom_granted += 1
                 return OomReply(epoch=self.epoch, decision="recorded", reserve_grant=self._top_up(node, app))
             self._book_memory(app, tracked, event.memory_limit)
-            if self._memory_free(app) >= self.params.oom_slice_bytes:
-                limit = tracked.memory_limit + self.params.oom_slice_bytes
+            if (grant := self._grantable(app)) > 0:
+                limit = tracked.memory_limit + grant
                 self._book_memory(app, tracked, limit)
                 app.oom_granted += 1
                 return OomReply(epoch=self.epoch, decision="granted", memory_limit=limit)
@@ -366,8 +366,8 @@ class ResourceAllocator:
                 self._pending.pop(pending.container_id, None)
                 continue
             app = self._apps[tracked.app]
-            if self._memory_free(app) >= self.params.oom_slice_bytes:
-                self._book_memory(app, tracked, tracked.memory_limit + self.params.oom_slice_bytes)
+            if (grant := self._grantable(app)) > 0:
+                self._book_memory(app, tracked, tracked.memory_limit + grant)
                 self._send(node, tracked, LimitUpdate(id=tracked.id, memory_limit=tracked.memory_limit))
                 app.oom_granted += 1
                 del self._pending[pending.container_id]
@@ -376,9 +376,14 @@ class ResourceAllocator:
                 app.oom_denied += 1
                 del self._pending[pending.container_id]
 
+    def _grantable(self, app: AppState) -> int:
+        """What one OOM event gets: a slice, or the rest of the pool if less (at least 1 MiB, whole pages)."""
+        grant = min(self.params.oom_slice_bytes, self._memory_free(app)) // PAGE * PAGE
+        return grant if grant >= 256 * PAGE else 0
+
     def _top_up(self, node: NodeState, app: AppState) -> int:
         held = node.reserve.get(app.limits.name, 0)
-        grant = min(self.params.node_reserve_bytes - held, self._memory_free(app))
+        grant = min(self.params.node_reserve_bytes - held, self._memory_free(app)) // PAGE * PAGE
         if grant <= 0:
             return 0
         self._set_reserve(node, app.limits.name, held + grant)

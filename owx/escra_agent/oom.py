@@ -90,12 +90,14 @@ class OomGuard:
         with self._lock:
             return self._reserve.get(app, 0)
 
-    def _take(self, app: str) -> bool:
+    def _take(self, app: str) -> int:
+        """Bytes taken from the reserve for one rescue: a slice, or what is left (at least 1 MiB)."""
         with self._lock:
-            if self._reserve.get(app, 0) < self.slice_bytes:
-                return False
-            self._reserve[app] -= self.slice_bytes
-            return True
+            amount = min(self.slice_bytes, self._reserve.get(app, 0))
+            if amount < 1 << 20:
+                return 0
+            self._reserve[app] -= amount
+            return amount
 
     # -- containers ------------------------------------------------------------
     def watch(self, handle: Handle) -> None:
@@ -147,6 +149,10 @@ class OomGuard:
 
     # -- event thread ------------------------------------------------------------
     def _watch_loop(self) -> None:
+        try:  # rescue latency is scheduling latency on a busy node: run this (mostly sleeping) thread real-time
+            os.sched_setscheduler(threading.get_native_id(), os.SCHED_FIFO, os.sched_param(10))
+        except OSError:
+            log.info("OOM thread runs without real-time priority (not permitted)")
         while self._running:
             try:
                 events = self._epoll.poll(1.0)
@@ -172,22 +178,22 @@ class OomGuard:
                 self._rescue(watch.handle, event_ns)
 
     def _rescue(self, handle: Handle, event_ns: int) -> None:
+        """The critical path: one read, two writes, no allocator round trip when the reserve covers it."""
         try:
-            memory = handle.cgroup.memory()
-        except CgroupError:
+            current = self._current_limit(handle)
+        except (CgroupError, OSError):
             return  # vanished
-        current = self._current_limit(handle, memory.limit)
-        if self._take(handle.app):
-            limit = current + self.slice_bytes
+        if amount := self._take(handle.app):
+            limit = current + amount
             if self.writer.set_memory(handle, limit):
                 self._log(handle, event_ns, limit, "reserve")
-                self._outbox.put(lambda: self._spent(handle, memory.usage, limit))
+                self._outbox.put(lambda: self._spent(handle, limit, amount))
                 return
-            self.grant(handle.app, self.slice_bytes)  # not spent
-        self._outbox.put(lambda: self._ask(handle, memory.usage, current, event_ns))
+            self.grant(handle.app, amount)  # not spent
+        self._outbox.put(lambda: self._ask(handle, self._usage(handle), current, event_ns))
 
-    def _spent(self, handle: Handle, usage: int, limit: int) -> None:
-        reply = self._report(handle, usage, limit, self.slice_bytes)
+    def _spent(self, handle: Handle, limit: int, amount: int) -> None:
+        reply = self._report(handle, self._usage(handle), limit, amount)
         if reply is not None and reply.reserve_grant:
             self.grant(handle.app, reply.reserve_grant)
 
@@ -225,11 +231,19 @@ class OomGuard:
                 log.exception("OOM report failed")
 
     # -- v1/v2 details -----------------------------------------------------------
-    def _current_limit(self, handle: Handle, hard_limit: int) -> int:
+    def _current_limit(self, handle: Handle) -> int:
+        """The managed limit: ``memory.limit_in_bytes`` (v1) or ``memory.high`` (v2)."""
         if not is_v2():
-            return hard_limit
+            return int((handle.cgroup.dir("memory") / "memory.limit_in_bytes").read_text())
         raw = (handle.cgroup.dir() / "memory.high").read_text().strip()
-        return hard_limit - self.writer.headroom_bytes if raw == "max" else int(raw)
+        return handle.cgroup.memory().limit - self.writer.headroom_bytes if raw == "max" else int(raw)
+
+    @staticmethod
+    def _usage(handle: Handle) -> int:
+        try:
+            return handle.cgroup.memory().usage
+        except CgroupError:
+            return 0
 
     def _high_events(self, handle: Handle) -> int:
         if not is_v2():

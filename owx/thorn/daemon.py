@@ -1,6 +1,7 @@
 """``owx thorn run``: set a node up, run FRR and the reconciler, serve state and metrics over HTTP.
 
-GET /state -> NodeState JSON, GET /metrics -> Prometheus text, GET /healthz -> 200/503.
+GET /state -> NodeState JSON, GET /metrics -> Prometheus text, GET /healthz -> 200/503,
+POST /reconciler {"drop_events": f, "period_s": s} -> change the reconciler at run time (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from pydantic import ValidationError
+
 from owx.thorn.datapath.detect import make_driver
 from owx.thorn.frr import FrrError, FrrInstance
 from owx.thorn.frr_config import DAEMONS, host_config
-from owx.thorn.model import NodeSpec
+from owx.thorn.model import NodeSpec, format_errors
 from owx.thorn.reconciler import Reconciler
 from owx.thorn.setup import setup_node
-from owx.thorn.state import BfdPeerState, BgpPeerState, NodeState, ReconcilerState, RuleState, prometheus
+from owx.thorn.state import (BfdPeerState, BgpPeerState, NodeState, ReconcilerControl, ReconcilerState, RuleState,
+                             prometheus)
 
 log = logging.getLogger(__name__)
 HEALTH_PERIOD_S = 3.0
@@ -125,6 +129,25 @@ def _handler(daemon: NodeDaemon) -> type[BaseHTTPRequestHandler]:
                 self._send(503 if errors else 200, "application/json", json.dumps({"ok": not errors, "errors": errors}))
             else:
                 self._send(404, "application/json", json.dumps({"error": f"no resource {path}; try /state, /metrics"}))
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path.split("?")[0] != "/reconciler":
+                self._send(404, "application/json", json.dumps({"error": f"cannot POST {self.path}"}))
+                return
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                control = ReconcilerControl.model_validate_json(body or b"{}")
+            except ValidationError as exc:
+                self._send(400, "application/json", json.dumps({"error": format_errors(exc)}))
+                return
+            rec = daemon.reconciler
+            if control.drop_events is not None:
+                rec.drop_events = control.drop_events
+            if control.period_s is not None:
+                rec.period_s = control.period_s
+                rec.kick()
+            self._send(200, "application/json",
+                       ReconcilerControl(drop_events=rec.drop_events, period_s=rec.period_s).model_dump_json())
 
         def _send(self, code: int, ctype: str, body: str) -> None:
             data = body.encode()

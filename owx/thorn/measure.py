@@ -1,4 +1,4 @@
-"""Start probe processes in testbed namespaces, find the uplink a flow uses, wait for path recovery."""
+"""Start probe processes in testbed namespaces; find the uplink a flow uses."""
 
 from __future__ import annotations
 
@@ -60,10 +60,3 @@ def busiest_uplink(tb: Testbed, node: str, seconds: float = 0.3) -> str:
     time.sleep(seconds)
     delta = {u: tx_packets(spec.netns, u) - n for u, n in before.items()}
     return max(delta, key=delta.__getitem__)
-
-
-def wait_paths(tb: Testbed, timeout: float) -> float:
-    """Seconds until every host again has all paths and rules; raise on timeout."""
-    started = time.monotonic()
-    tb.wait_converged(timeout)
-    return time.monotonic() - started

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class RuleState(BaseModel):
@@ -46,6 +46,14 @@ class ReconcilerState(BaseModel):
     errors: int
     last_error: str | None
     dumps: dict[str, int]
+
+
+class ReconcilerControl(BaseModel):
+    """Run-time change to the reconciler (POST /reconciler)."""
+
+    model_config = ConfigDict(extra="forbid")
+    drop_events: float | None = Field(default=None, ge=0.0, le=1.0)
+    period_s: float | None = Field(default=None, gt=0.05, le=3600)
 
 
 class NodeState(BaseModel):

@@ -6,7 +6,6 @@ ToRs are configured here (addresses + FRR); each host is configured by its own
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -20,7 +19,7 @@ import requests
 from owx.thorn import netns
 from owx.thorn.frr import FrrInstance
 from owx.thorn.frr_config import BgpPeer, tor_config
-from owx.thorn.model import BfdSpec, ClusterSpec, LinkSpec, NodeSpec, TorSpec, dump, load_cluster
+from owx.thorn.model import BfdSpec, ClusterSpec, LinkSpec, NodeSpec, ReconcilerSpec, TorSpec, dump, load_cluster
 from owx.thorn.setup import ignore_exists, require
 from owx.thorn.topology import RUN_ROOT, build_cluster, ns_prefix
 
@@ -77,8 +76,6 @@ class Testbed:
     def up(self, hosts: int = 3, bfd: BfdSpec | None = None, period_s: float = 2.0, driver: str = "auto",
            wait: float = 60) -> ClusterSpec:
         """Build everything; return when every host has ECMP to every other host and the overlay answers."""
-        from owx.thorn.model import ReconcilerSpec
-
         if self.cluster_file.exists() or netns.listing(self.prefix):
             raise TestbedError(f"testbed {self.name!r} exists; run 'owx thorn testbed down --name {self.name}' first")
         cluster = build_cluster(self.name, hosts=hosts, bfd=bfd,
@@ -246,7 +243,3 @@ def _wait_gone(pid: int, timeout: float) -> None:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def dumps(data: object) -> str:
-    return json.dumps(data, indent=2, sort_keys=True)

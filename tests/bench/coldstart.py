@@ -28,7 +28,8 @@ def measure_cold_start(backend_name: str, n: int, memory_mb: int = 256) -> list[
     samples: list[float] = []
     try:
         for index in range(n):
-            spec = ActionSpec(key=f"bench/cold{index}@{secrets.token_hex(4)}", kind="python:3", code=CODE, memory_mb=memory_mb)
+            key = f"bench/cold{index}@{secrets.token_hex(4)}"
+            spec = ActionSpec(key=key, kind="python:3", code=CODE, memory_mb=memory_mb)
             request = RunRequest({}, "bench", "cold", secrets.token_hex(16), secrets.token_hex(16), 0)
             started = time.perf_counter()
             outcome = platform.run(spec, request)

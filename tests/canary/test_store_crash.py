@@ -11,7 +11,7 @@ import textwrap
 import uuid
 
 import pytest
-from ckpt_support import backend, function_keys, kv_keys, redis_server, seg, segment_files, store_url  # noqa: F401
+from ckpt_support import function_keys, seg, segment_files
 
 from owx.canary.checkpoint import open_checkpoint_store
 from owx.canary.checkpoint.segments import Segments

@@ -75,4 +75,3 @@ def test_sizes(text, size):
     assert parse_size(text) == size
 
 
-from ckpt_support import redis_server  # noqa: E402,F401

@@ -24,6 +24,9 @@ PREFIX = "owx-test-escra"
 def _root_and_cgroups():
     if not cgroups.available():
         pytest.fail("Escra tests need root and a writable /sys/fs/cgroup")
+    yield
+    if not Cgroup(PREFIX).children():
+        Cgroup(PREFIX).destroy()
 
 
 @pytest.fixture

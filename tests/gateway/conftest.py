@@ -31,8 +31,8 @@ class RunningGateway:
 
 
 def start_gateway(tmp: Path, **overrides) -> tuple[GatewayServer, RunningGateway]:
-    settings = Settings(data_dir=tmp, port=0, cgroup_root=f"owx-test-gw-{tmp.name[-8:]}", stem_cells=1,
-                        **overrides)
+    options = {"cgroup_root": f"owx-test-gw-{tmp.name[-8:]}", "stem_cells": 1, **overrides}
+    settings = Settings(data_dir=tmp, port=0, **options)
     service = Gateway.open(settings)
     identity = service.default_identity()
     server = GatewayServer(service, "127.0.0.1", 0)

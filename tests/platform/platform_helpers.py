@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from owx.gateway.platform.types import ActionSpec, RunRequest
 
+
 def spec(code: str, name: str | None = None, **limits: Any) -> ActionSpec:
     """An action of kind python:3 with a unique key unless ``name`` is given."""
     key = f"guest/{name or 'a' + secrets.token_hex(4)}@1"

@@ -58,8 +58,11 @@ def test_timeout_and_oom_in_docker(docker_platform, docker_client):
     hog = spec("def main(args):\n    b = [bytearray(16 * 2**20) for _ in range(40)]\n    return {}\n", memory_mb=128)
     oom = docker_platform.run(hog, request())
     assert oom.status == DEVELOPER_ERROR and oom.result == {"error": OOM_MESSAGE}
-    for gone in (timed_out.container_id, oom.container_id):
-        wait_for(lambda: not docker_client.containers.list(all=True, filters={"id": gone}), what="removal")
+    def removed() -> bool:
+        ids = {timed_out.container_id, oom.container_id}
+        return not any(c.id in ids for c in docker_client.containers.list(all=True))
+
+    wait_for(removed, what="the failed containers to be removed")
 
 
 def test_docker_container_death_is_reported_fast(docker_platform):

@@ -58,4 +58,5 @@ def test_truncation_message_and_bounded_buffer():
     logs = LogCollector(limit_bytes=10)
     logs.feed("stdout", b"12345\n67890\nabcdef\n" + b"x" * 1000 + b"\n" + END)
     logs.feed("stderr", END)
-    assert text(logs.collect(0.1)) == ["stdout: 12345", "stdout: 67890", "stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=10)]
+    truncated = "stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=10)
+    assert text(logs.collect(0.1)) == ["stdout: 12345", "stdout: 67890", truncated]

@@ -138,7 +138,7 @@ def test_idle_containers_are_evicted(make_platform):
     (info,) = platform.containers()
     wait_for(lambda: not platform.containers(), timeout=3, what="idle eviction")
     wait_for(lambda: not pid_alive(info.pid), what="the evicted runtime to exit")
-    assert not Cgroup(info.cgroup).exists()
+    wait_for(lambda: not Cgroup(info.cgroup).exists(), what="its cgroup to be removed")
 
 
 def test_actions_run_as_the_unprivileged_user_when_the_runtime_is_reachable(make_platform):

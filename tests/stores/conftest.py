@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import couchdb
 import pytest
@@ -18,7 +19,9 @@ from owx.gateway.stores.sqlite import SQLiteActivationStore, SQLiteEntityStore
 class Backend:
     """Opens stores of one backend on one private location, any number of times."""
 
-    def __init__(self, name: str, open_entities: Callable[..., EntityStore], open_activations: Callable[..., ActivationStore]):
+    def __init__(
+        self, name: str, open_entities: Callable[..., EntityStore], open_activations: Callable[..., ActivationStore]
+    ):
         self.name = name
         self._open_entities = open_entities
         self._open_activations = open_activations
@@ -40,6 +43,17 @@ class Backend:
                 store.close()
 
 
+@pytest.fixture
+def couch_prefix(couchdb_url: str) -> Iterator[str]:
+    """A database-name prefix of its own on the test CouchDB; its databases are dropped afterwards."""
+    prefix = f"t{uuid.uuid4().hex[:12]}_"
+    yield prefix
+    server = couchdb.Server(couchdb_url)
+    for db in ("entities", "activations"):
+        with contextlib.suppress(couchdb.http.ResourceNotFound):
+            del server[prefix + db]
+
+
 @pytest.fixture(params=["sqlite", "couchdb"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "sqlite":
@@ -50,20 +64,15 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
                 lambda **kw: SQLiteActivationStore(tmp_path / "activations.db", **kw),
             )
         )
-        return
-    url = request.getfixturevalue("couchdb_url")
-    prefix = f"t{uuid.uuid4().hex[:12]}_"
-    yield from _closing(
-        Backend(
-            "couchdb",
-            lambda **kw: CouchEntityStore(url, prefix, **kw),
-            lambda **kw: CouchActivationStore(url, prefix, **kw),
+    else:
+        url, prefix = (request.getfixturevalue("couchdb_url"), request.getfixturevalue("couch_prefix"))
+        yield from _closing(
+            Backend(
+                "couchdb",
+                lambda **kw: CouchEntityStore(url, prefix, **kw),
+                lambda **kw: CouchActivationStore(url, prefix, **kw),
+            )
         )
-    )
-    server = couchdb.Server(url)
-    for db in ("entities", "activations"):
-        with contextlib.suppress(couchdb.http.ResourceNotFound):
-            del server[prefix + db]
 
 
 def _closing(backend: Backend) -> Iterator[Backend]:

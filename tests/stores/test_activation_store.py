@@ -10,13 +10,25 @@ import pytest
 from owx.gateway.stores import ActivationStore, InvalidInput, StoreUnavailable
 from tests.stores.conftest import Backend, activation
 
-SUMMARY_KEYS = {"namespace", "name", "version", "publish", "annotations", "activationId", "start", "end", "duration", "statusCode"}
+SUMMARY_KEYS = {
+    "namespace",
+    "name",
+    "version",
+    "publish",
+    "annotations",
+    "activationId",
+    "start",
+    "end",
+    "duration",
+    "statusCode",
+}
 
 
 def test_put_then_get_sees_the_record_before_and_after_flush(activations: ActivationStore) -> None:
     record = activation("guest", "hello", 1000, logs=["ünïçødé ✓"])
     activations.put(record)
-    assert activations.get("guest", record["activationId"]) == record  # still queued, or already written
+    # still queued, or already written
+    assert activations.get("guest", record["activationId"]) == record
     activations.flush(10)
     assert activations.get("guest", record["activationId"]) == record
     assert activations.get("other", record["activationId"]) is None
@@ -38,7 +50,8 @@ def test_list_is_newest_first_with_read_your_writes(activations: ActivationStore
     for r in records:
         activations.put(r)
     activations.put(activation("other", "hello", 5000))
-    listed = activations.list("guest", docs=True)  # no flush: list must see the queued records
+    # no flush: list must see the queued records
+    listed = activations.list("guest", docs=True)
     assert [r["start"] for r in listed] == [3000, 2000, 1000]
     assert listed[0] == records[0]
     assert activations.count("guest") == 3 and activations.count("other") == 1 and activations.count("none") == 0
@@ -135,7 +148,8 @@ def test_missing_fields_and_non_dicts_are_refused(activations: ActivationStore) 
 
 
 def test_large_record(activations: ActivationStore) -> None:
-    record = activation("guest", "hello", 1000, logs=["x" * 1000] * 3000)  # 3 MB of logs
+    # 3 MB of logs
+    record = activation("guest", "hello", 1000, logs=["x" * 1000] * 3000)
     activations.put(record)
     activations.flush(30)
     assert activations.get("guest", record["activationId"]) == record

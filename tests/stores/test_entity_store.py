@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from owx.gateway.stores import AUTH_COLLECTION, Conflict, Entity, EntityStore, InvalidInput, MAX_DOC_BYTES
+from owx.gateway.stores import AUTH_COLLECTION, MAX_DOC_BYTES, Conflict, Entity, EntityStore, InvalidInput
 
 ODD_NAMES = [
     "pkg/hello",
@@ -62,7 +63,8 @@ def test_delete(entities: EntityStore) -> None:
     assert entities.delete("guest", "actions", "a", second.rev) is True
     assert entities.get("guest", "actions", "a") is None
     assert entities.delete("guest", "actions", "a", second.rev) is False
-    again = entities.put("guest", "actions", "a", {"v": 3}, None)  # re-create after delete
+    # re-create after delete
+    again = entities.put("guest", "actions", "a", {"v": 3}, None)
     assert entities.delete("guest", "actions", "a") is True
     assert entities.get("guest", "actions", "a") is None and again.doc == {"v": 3}
 
@@ -79,7 +81,15 @@ def test_returned_docs_are_copies(entities: EntityStore) -> None:
 
 @pytest.mark.parametrize("name", ODD_NAMES)
 def test_odd_names_and_unicode_docs_round_trip(entities: EntityStore, name: str) -> None:
-    doc = {"text": "ünïçødé 名前 ✓ \U0001f600", "quote": '"\\', "none": None, "float": 1.5, "big": 2**53 - 1, "neg": -(2**53) + 1, "_rev": "x"}
+    doc = {
+        "text": "ünïçødé 名前 ✓ \U0001f600",
+        "quote": '"\\',
+        "none": None,
+        "float": 1.5,
+        "big": 2**53 - 1,
+        "neg": -(2**53) + 1,
+        "_rev": "x",
+    }
     entities.put("guest", "actions", name, doc, None)
     assert entities.get("guest", "actions", name).doc == doc
     assert [e.name for e in entities.list("guest", "actions")] == [name]
@@ -120,8 +130,7 @@ def test_bad_keys_are_refused(entities: EntityStore, key: tuple) -> None:
 
 
 @pytest.mark.parametrize(
-    "doc",
-    [["not", "a", "dict"], {"nan": float("nan")}, {"obj": object()}, {"s": "lone \ud800 surrogate"}, "text"],
+    "doc", [["not", "a", "dict"], {"nan": float("nan")}, {"obj": object()}, {"s": "lone \ud800 surrogate"}, "text"]
 )
 def test_bad_docs_are_refused_and_damage_nothing(entities: EntityStore, doc: object) -> None:
     stored = entities.put("guest", "actions", "a", {"v": 1}, None)
@@ -151,7 +160,8 @@ def test_list_newest_update_first_with_skip_limit_and_count(entities: EntityStor
     assert entities.list("guest", "actions", skip=6) == []
     assert [e.name for e in entities.list("guest", "actions", prefix="pkg/")] == ["pkg/y", "pkg/x"]
     assert [e.name for e in entities.list("guest", "actions", prefix="pkg/", limit=1)] == ["pkg/y"]
-    assert entities.list("guest", "actions", prefix="PKG/") == []  # prefixes are exact, case included
+    # prefixes are exact, case included
+    assert entities.list("guest", "actions", prefix="PKG/") == []
     assert entities.count("guest", "actions") == 6
     assert entities.count("guest", "actions", prefix="pkg") == 3
     assert entities.count("guest", "actions", prefix="pkg/") == 2
@@ -181,7 +191,8 @@ def test_find_namespace_by_key(entities: EntityStore) -> None:
     for _ in range(3):  # the cached path answers the same
         assert entities.find_namespace_by_key("u-1") == guest
     assert entities.find_namespace_by_key("u-2").namespace == "other"
-    assert entities.find_namespace_by_key("u-3") is None  # only auth records are indexed
+    # only auth records are indexed
+    assert entities.find_namespace_by_key("u-3") is None
     assert entities.find_namespace_by_key("U-1") is None
     assert entities.find_namespace_by_key("") is None
     rotated = entities.put("guest", AUTH_COLLECTION, "guest", {"uuid": "u-9", "key": "k-9"}, guest.rev)
@@ -194,28 +205,23 @@ def test_find_namespace_by_key(entities: EntityStore) -> None:
 def test_concurrent_read_modify_write_loses_no_update(entities: EntityStore) -> None:
     entities.put("guest", "canary.job_info", "counter", {"n": 0}, None)
     threads, increments = 6, 15
-    errors: list[BaseException] = []
 
     def bump() -> None:
-        try:
-            for _ in range(increments):
-                while True:
-                    current = entities.get("guest", "canary.job_info", "counter")
-                    try:
-                        entities.put("guest", "canary.job_info", "counter", {"n": current.doc["n"] + 1}, current.rev)
-                        break
-                    except Conflict:
-                        continue
-        except BaseException as err:  # surfaced below
-            errors.append(err)
+        for _ in range(increments):
+            while True:
+                current = entities.get("guest", "canary.job_info", "counter")
+                try:
+                    doc = {"n": current.doc["n"] + 1}
+                    entities.put("guest", "canary.job_info", "counter", doc, current.rev)
+                    break
+                except Conflict:
+                    continue
 
-    workers = [threading.Thread(target=bump) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert not errors
-    assert entities.get("guest", "canary.job_info", "counter").doc == {"n": threads * increments}
+    with ThreadPoolExecutor(threads) as pool:
+        for done in [pool.submit(bump) for _ in range(threads)]:
+            done.result()  # re-raises what a worker raised
+    counter = entities.get("guest", "canary.job_info", "counter")
+    assert counter.doc == {"n": threads * increments}
 
 
 def test_concurrent_creates_of_one_name_have_one_winner(entities: EntityStore) -> None:

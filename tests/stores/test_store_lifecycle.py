@@ -11,6 +11,7 @@ from owx.config import Settings
 from owx.gateway.stores import AUTH_COLLECTION, StoreUnavailable, open_stores
 from owx.gateway.stores.couch import CouchActivationStore, CouchEntityStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore, SQLiteEntityStore
+from owx.gateway.stores.writebehind import WriterOptions
 from tests.fixtures.couchdb import free_port, pouchdb_server
 from tests.stores.conftest import Backend, activation
 
@@ -30,7 +31,8 @@ def test_close_and_reopen_keeps_everything(backend: Backend) -> None:
     assert entities.list("guest", "actions") == [second, first]
     assert entities.find_namespace_by_key("u-1").name == "guest"
     assert activations.list("guest", docs=True) == records[::-1]
-    updated = entities.put("guest", "actions", "first", {"v": 3}, first.rev)  # revisions carry over
+    # revisions carry over
+    updated = entities.put("guest", "actions", "first", {"v": 3}, first.rev)
     assert entities.list("guest", "actions")[0] == updated
 
 
@@ -68,7 +70,7 @@ def test_sqlite_unusable_data_dir(tmp_path: Path) -> None:
     assert (tmp_path / "garbage.db").read_bytes() == b"this is not a database" * 100
 
 
-def test_open_stores_from_settings(tmp_path: Path, couchdb_url: str) -> None:
+def test_open_stores_from_settings(tmp_path: Path, couchdb_url: str, couch_prefix: str) -> None:
     entities, activations = open_stores(Settings(data_dir=tmp_path / "data", store="sqlite"))
     assert isinstance(entities, SQLiteEntityStore) and isinstance(activations, SQLiteActivationStore)
     activations.put(record := activation("guest", "hello", 1))
@@ -81,7 +83,7 @@ def test_open_stores_from_settings(tmp_path: Path, couchdb_url: str) -> None:
     entities.close()
     activations.close()
 
-    settings = Settings(store="couchdb", couchdb_url=couchdb_url, couchdb_prefix=f"settings{free_port()}_")
+    settings = Settings(store="couchdb", couchdb_url=couchdb_url, couchdb_prefix=couch_prefix)
     entities, activations = open_stores(settings)
     assert isinstance(entities, CouchEntityStore) and isinstance(activations, CouchActivationStore)
     entities.close()
@@ -103,7 +105,7 @@ def test_couchdb_going_down_and_coming_back(tmp_path: Path) -> None:
     port = free_port()
     with pouchdb_server(port, data_dir=tmp_path / "couch") as url:
         entities = CouchEntityStore(url, "owx_", cache_ttl_s=0, timeout_s=2)
-        activations = CouchActivationStore(url, "owx_", timeout_s=2, read_flush_timeout_s=1, close_wait_s=1)
+        activations = CouchActivationStore(url, "owx_", timeout_s=2, read_flush_timeout_s=1)
         entities.put("guest", "actions", "a", {"v": 1}, None)
         written = activation("guest", "hello", 1)
         activations.put(written)
@@ -125,27 +127,34 @@ def test_couchdb_going_down_and_coming_back(tmp_path: Path) -> None:
     with pouchdb_server(port, data_dir=tmp_path / "couch"):  # back, with its data
         activations.flush(20)  # the writer retried and got through
         assert entities.get("guest", "actions", "a").doc == {"v": 1}
-        assert [r["activationId"] for r in activations.list("guest")] == [queued["activationId"], written["activationId"]]
+        assert [r["activationId"] for r in activations.list("guest")] == [
+            queued["activationId"],
+            written["activationId"],
+        ]
         entities.close()
         activations.close()
 
 
-def test_close_reports_records_it_could_not_write(tmp_path: Path) -> None:
-    port = free_port()
-    with pouchdb_server(port) as url:
-        activations = CouchActivationStore(url, "owx_", timeout_s=1, close_wait_s=1)
-    activations.put(activation("guest", "hello", 1))
-    with pytest.raises(StoreUnavailable, match="1 activation records could not be written"):
+def test_a_database_that_stays_down_fails_puts_once_the_queue_is_full_and_close_says_what_is_lost() -> None:
+    with pouchdb_server() as url:
+        options = WriterOptions(max_pending=3, submit_wait_s=0.2, close_wait_s=1)
+        activations = CouchActivationStore(url, "owx_", timeout_s=1, writer=options)
+    for start in range(3):
+        activations.put(activation("guest", "hello", start))
+    with pytest.raises(StoreUnavailable, match="3 activation records wait to be written.*unreachable"):
+        activations.put(activation("guest", "hello", 3))
+    with pytest.raises(StoreUnavailable, match="3 activation records could not be written"):
         activations.close()
 
 
-def test_couchdb_cache_staleness_is_bounded_by_its_ttl(backend: Backend) -> None:
-    if backend.name != "couchdb":
-        pytest.skip("only CouchDB is shared between store instances; SQLite files have one owner")
-    writer, reader = backend.entities(cache_ttl_s=0), backend.entities(cache_ttl_s=0.3)
+def test_couchdb_cache_staleness_is_bounded_by_its_ttl(couchdb_url: str, couch_prefix: str) -> None:
+    writer = CouchEntityStore(couchdb_url, couch_prefix, cache_ttl_s=0)
+    reader = CouchEntityStore(couchdb_url, couch_prefix, cache_ttl_s=0.3)
     first = writer.put("guest", "actions", "a", {"v": 1}, None)
     assert reader.get("guest", "actions", "a").doc == {"v": 1}
     writer.put("guest", "actions", "a", {"v": 2}, first.rev)
     assert writer.get("guest", "actions", "a").doc == {"v": 2}
     time.sleep(0.35)
     assert reader.get("guest", "actions", "a").doc == {"v": 2}
+    writer.close()
+    reader.close()

@@ -16,7 +16,14 @@ except the Redis and Ignite backends, whose client packages load with their URL.
 
 from __future__ import annotations
 
-from owx.canary.checkpoint.api import ENV_FUNCTION_ID, ENV_INTERVAL, ENV_STORE, WARNING_PREFIX, Checkpointer
+from owx.canary.checkpoint.api import (
+    ENV_FUNCTION_ID,
+    ENV_INTERVAL,
+    ENV_STORE,
+    WARNING_PREFIX,
+    Checkpointer,
+    close_all,
+)
 from owx.canary.checkpoint.errors import (
     BadStoreURL,
     CheckpointError,
@@ -34,5 +41,5 @@ __all__ = [
     "ENV_FUNCTION_ID", "ENV_INTERVAL", "ENV_STORE", "WARNING_PREFIX",
     "BadStoreURL", "BlobRef", "Checkpoint", "CheckpointError", "CheckpointInfo", "CheckpointStore",
     "CheckpointTooLarge", "Checkpointer", "CorruptCheckpoint", "InvalidCheckpoint", "StoreOptions",
-    "StoreUnavailable", "open_checkpoint_store",
+    "StoreUnavailable", "close_all", "open_checkpoint_store",
 ]

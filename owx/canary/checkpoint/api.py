@@ -36,10 +36,16 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
-from owx.canary.checkpoint.errors import CheckpointError, CorruptCheckpoint, InvalidCheckpoint, StoreUnavailable
+from owx.canary.checkpoint.errors import (
+    CheckpointError,
+    CorruptCheckpoint,
+    InvalidCheckpoint,
+    StoreUnavailable,
+)
 from owx.canary.checkpoint.model import CheckpointInfo
 from owx.canary.checkpoint.store import CheckpointStore, check_name, encode_values
 
@@ -51,6 +57,22 @@ DEFAULT_INTERVAL_S = 5.0
 
 Snapshot = Callable[[], Mapping[str, Any]]
 
+_open: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+
+
+def close_all(timeout: float = 10.0) -> None:
+    """Close every checkpointer of this process that is still open.
+
+    For the runtime to call when an activation ends: a warm container outlives its
+    activation, and implicit checkpoints must not continue into the next one. Mistakes
+    the background threads hit were already reported as warnings; they are not raised.
+    """
+    for ckpt in list(_open):
+        try:
+            ckpt.close(timeout)
+        except CheckpointError:
+            pass
+
 
 class Checkpointer:
     """Checkpoints of one function, from inside its action."""
@@ -59,8 +81,8 @@ class Checkpointer:
         self, function_id: str | None, store: CheckpointStore | None, *,
         interval_s: float = DEFAULT_INTERVAL_S, retry_s: float = 5.0, stderr: TextIO | None = None,
     ) -> None:
-        self.function_id = function_id
-        self.store = store
+        self.function_id = function_id or ""
+        self.store = store if function_id else None
         self.interval_s = interval_s
         self.retry_s = retry_s
         self.warnings: list[str] = []
@@ -77,9 +99,10 @@ class Checkpointer:
         self._retry_at = 0.0
         self._failing = False
         self._auto: _AutoCheckpoint | None = None
+        _open.add(self)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, *, stderr: TextIO | None = None) -> "Checkpointer":
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, stderr: TextIO | None = None) -> Checkpointer:
         """The checkpointer the runtime configured; without configuration or store,
         one that runs without checkpoints (with a warning)."""
         from owx.canary.checkpoint.url import open_checkpoint_store
@@ -177,6 +200,7 @@ class Checkpointer:
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop background checkpoints, flush staged data (up to ``timeout``), disconnect."""
+        _open.discard(self)
         try:
             self.stop_auto()
         finally:
@@ -185,10 +209,10 @@ class Checkpointer:
                 if not store.close(timeout):
                     self._warn("some checkpoint data was not flushed to the blob tier; it stays readable in staging")
 
-    def __enter__(self) -> "Checkpointer":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type | None, *_: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if exc_type is None:
             self.close()
             return

@@ -30,13 +30,32 @@ def function_dir(function_id: str) -> str:
     return hashlib.sha256(function_id.encode()).hexdigest()[:32]
 
 
+def make_dirs(directory: Path) -> None:
+    """Create ``directory`` and missing parents, owned like the nearest existing ancestor:
+    actions may run as another user than the platform (which also writes here, when it
+    flushes), and both must always be able to write."""
+    if directory.is_dir():
+        return
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    if not directory.is_dir():
+        raise NotADirectoryError(f"{directory} is not a directory")
+    owner = directory.stat()
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        if os.geteuid() == 0:
+            os.chown(path, owner.st_uid, owner.st_gid)
+
+
 class SegmentFiles:
     """Segment files under one root directory."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            make_dirs(root)
         except OSError as exc:
             raise StoreUnavailable(f"checkpoint directory {root} cannot be created: {exc}") from exc
 
@@ -48,7 +67,7 @@ class SegmentFiles:
         final = self.root / rel
         tmp = final.with_name(f"{final.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         try:
-            final.parent.mkdir(exist_ok=True)
+            make_dirs(final.parent)
             with open(tmp, "wb", buffering=0) as out:
                 for chunk in chunks:
                     view = memoryview(chunk).cast("B")
@@ -56,7 +75,7 @@ class SegmentFiles:
                         view = view[out.write(view):]
             os.replace(tmp, final)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            _discard(tmp)
             raise StoreUnavailable(f"cannot write checkpoint segment {final}: {exc}") from exc
 
     def read(self, rel: str) -> bytearray | None:
@@ -78,14 +97,14 @@ class SegmentFiles:
             raise StoreUnavailable(f"cannot read checkpoint segment {path}: {exc}") from exc
         return data if done == size else data[:done]
 
-    def copy_into(self, rel: str, target: "SegmentFiles", target_rel: str) -> bool:
+    def copy_into(self, rel: str, target: SegmentFiles, target_rel: str) -> bool:
         """Place a copy of a segment into ``target`` atomically: a hard link when both are on
         one filesystem, else a copy. False if the segment does not exist."""
         src = self.root / rel
         final = target.root / target_rel
         tmp = final.with_name(f"{final.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         try:
-            final.parent.mkdir(exist_ok=True)
+            make_dirs(final.parent)
             tmp.unlink(missing_ok=True)
             try:
                 os.link(src, tmp)
@@ -96,10 +115,10 @@ class SegmentFiles:
             os.replace(tmp, final)
             tmp.unlink(missing_ok=True)  # rename does nothing when both names link one file
         except FileNotFoundError:
-            tmp.unlink(missing_ok=True)
+            _discard(tmp)
             return False
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            _discard(tmp)
             raise StoreUnavailable(f"cannot copy checkpoint segment {src} to {final}: {exc}") from exc
         return True
 
@@ -125,3 +144,11 @@ class SegmentFiles:
 
     def remove_function(self, function_id: str) -> None:
         shutil.rmtree(self.root / function_dir(function_id), ignore_errors=True)
+
+
+def _discard(path: Path) -> None:
+    """Remove a temporary file after a failure, if it can be."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass

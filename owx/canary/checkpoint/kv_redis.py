@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 from owx.canary.checkpoint.errors import StoreUnavailable
 from owx.canary.checkpoint.kv import KV
@@ -36,7 +37,7 @@ class RedisKV(KV):
 
     def get(self, key: str) -> bytes | None:
         with self.guard("get"):
-            return self._redis.get(self._prefix + key)
+            return cast("bytes | None", self._redis.get(self._prefix + key))
 
     def put(self, key: str, value: bytes) -> None:
         with self.guard("put"):

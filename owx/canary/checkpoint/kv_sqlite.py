@@ -7,12 +7,14 @@ consistent; a power loss may lose the most recent commits.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 from owx.canary.checkpoint.errors import StoreUnavailable
+from owx.canary.checkpoint.files import make_dirs
 from owx.canary.checkpoint.kv import KV
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS checkpoint_kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
@@ -29,11 +31,17 @@ class SqliteKV(KV):
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(path.parent)
+            created = not path.exists()
         except OSError as exc:
             raise StoreUnavailable(f"{self.description}: cannot create its directory: {exc}") from exc
         with self.guard("opening"):
             self._conn().execute(_SCHEMA)
+        if created and os.geteuid() == 0:
+            # owned like its directory, so actions running as another user can write it
+            # (SQLite gives its -wal and -shm files the database file's owner)
+            owner = path.parent.stat()
+            os.chown(path, owner.st_uid, owner.st_gid)
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -75,7 +75,7 @@ class Record:
         )
 
     @classmethod
-    def loads(cls, data: bytes) -> "Record":
+    def loads(cls, data: bytes) -> Record:
         try:
             version, *fields = pickle.loads(data)
         except Exception as exc:  # anything unpicklable here is a damaged record
@@ -84,7 +84,7 @@ class Record:
             raise CorruptCheckpoint(f"checkpoint record version {version} is not supported")
         return cls(*fields)
 
-    def with_segment(self, segment: str) -> "Record":
+    def with_segment(self, segment: str) -> Record:
         return Record(self.seq, self.state, self.timestamp, self.size, segment, self.values)
 
     def info(self, function_id: str) -> CheckpointInfo:
@@ -121,7 +121,7 @@ class Index:
         return pickle.dumps((1, [(e.seq, e.timestamp, e.size) for e in self.entries], self.floor), protocol=5)
 
     @classmethod
-    def loads(cls, data: bytes | None) -> "Index":
+    def loads(cls, data: bytes | None) -> Index:
         if data is None:
             return cls()
         try:

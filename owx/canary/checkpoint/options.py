@@ -75,7 +75,7 @@ class StoreOptions:
             raise BadStoreURL(f"store option stage must be auto, kv, spool or none, got {self.stage!r}")
 
     @classmethod
-    def from_query(cls, query: dict[str, str], **defaults: object) -> "StoreOptions":
+    def from_query(cls, query: dict[str, str], **defaults: object) -> StoreOptions:
         """Build options from URL query parameters over ``defaults``; unknown names are errors."""
         known = {f.name: f for f in fields(cls)}
         values: dict[str, object] = dict(defaults)

@@ -81,10 +81,6 @@ class Segments:
         self.discard_staged(function_id, seqs)
         self.blobs.remove(function_id, seqs)
 
-    def remove_blob(self, location: str, function_id: str, seq: int) -> None:
-        if location.startswith(BLOB_PREFIX):
-            self.blobs.remove(function_id, [seq])
-
     def remove_function(self, function_id: str) -> None:
         self.spool.remove_function(function_id)
         self.blobs.remove_function(function_id)

@@ -21,16 +21,27 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Self
 
 from owx.canary.checkpoint.codec import Frame, decode, encode
-from owx.canary.checkpoint.errors import CheckpointTooLarge, CorruptCheckpoint, InvalidCheckpoint, StoreUnavailable
+from owx.canary.checkpoint.errors import (
+    CheckpointTooLarge,
+    CorruptCheckpoint,
+    InvalidCheckpoint,
+    StoreUnavailable,
+)
 from owx.canary.checkpoint.files import SegmentFiles
 from owx.canary.checkpoint.flusher import Flusher
 from owx.canary.checkpoint.kv import KV
-from owx.canary.checkpoint.model import Checkpoint, CheckpointInfo, Index, IndexEntry, Record
+from owx.canary.checkpoint.model import (
+    Checkpoint,
+    CheckpointInfo,
+    Index,
+    IndexEntry,
+    Record,
+)
 from owx.canary.checkpoint.options import StoreOptions
 from owx.canary.checkpoint.retention import keep_count
 from owx.canary.checkpoint.segments import Segments
@@ -108,7 +119,9 @@ class CheckpointStore:
         inline = self._inline_names(frames)
         seq = self.kv.incr(self._seq_key(function_id))
         timestamp = time.time()
-        values, chunks, offset = [], [], 0
+        values: list[tuple[str, bytes | None, int, int]] = []
+        chunks: list[bytes | memoryview] = []
+        offset = 0
         for name, frame in frames.items():
             if name in inline:
                 values.append((name, frame.tobytes(), 0, frame.nbytes))
@@ -142,8 +155,11 @@ class CheckpointStore:
 
     def _publish(self, function_id: str, entry: IndexEntry) -> bool:
         """Add ``entry`` to the index, keeping the latest n; True if ``entry`` is kept."""
-        raw, index = self._update_index(function_id, lambda index: self._with_entry(index, entry))
-        self._collect(function_id, index)
+        index = self._update_index(function_id, lambda index: self._with_entry(index, entry))
+        try:
+            self._collect(function_id, index)
+        except StoreUnavailable as exc:  # published all the same; the next save collects again
+            self._warn(f"removing old checkpoints of {function_id!r} is deferred: {exc}")
         return any(e.seq == entry.seq for e in index.entries)
 
     def _with_entry(self, index: Index, entry: IndexEntry) -> Index:
@@ -152,14 +168,15 @@ class CheckpointStore:
         entries = sorted([*index.entries, entry], key=lambda e: e.seq)
         return Index(entries[-keep_count(entries, self.options):], index.floor)
 
-    def _update_index(self, function_id: str, change: Callable[[Index], Index]) -> tuple[bytes, Index]:
+    def _update_index(self, function_id: str, change: Callable[[Index], Index]) -> Index:
+        """Apply ``change`` to the function's index atomically (compare-and-set, retried)."""
         key = self._index_key(function_id)
         for attempt in range(_CAS_ATTEMPTS):
             raw = self.kv.get(key)
             new = change(Index.loads(raw))
             data = new.dumps()
             if data == raw or self.kv.cas(key, raw, data):
-                return data, new
+                return new
             if attempt > 3:
                 time.sleep(random.uniform(0, 0.002))
         raise StoreUnavailable(f"checkpoint index of {function_id!r} kept changing; gave up after {_CAS_ATTEMPTS} attempts")
@@ -190,9 +207,10 @@ class CheckpointStore:
         if raw is None:
             return
         record = Record.loads(raw)
-        if not Segments.is_staged(record.segment):
+        staged = record.segment
+        if staged is None or not Segments.is_staged(staged):
             return
-        blob = self.segments.copy_to_blobs(record.segment, function_id, seq)
+        blob = self.segments.copy_to_blobs(staged, function_id, seq)
         if blob is None:
             return  # the staged copy is gone: another flusher or the pruning got there first
         if self.kv.cas(key, raw, record.with_segment(blob).dumps()):
@@ -261,7 +279,7 @@ class CheckpointStore:
                     if self.kv.get(key) != raw:
                         continue  # the flusher moved it, or it was pruned: read the record again
                     raise CorruptCheckpoint(f"its data at {record.segment} is missing")
-            view = memoryview(segment) if segment is not None else None
+            view = memoryview(segment if segment is not None else b"")
             values = {
                 name: decode(frame if frame is not None else view[offset : offset + length])
                 for name, frame, offset, length in record.values
@@ -290,7 +308,7 @@ class CheckpointStore:
         self.kv.close()
         return flushed
 
-    def __enter__(self) -> "CheckpointStore":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

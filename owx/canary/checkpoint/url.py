@@ -65,7 +65,7 @@ def _sqlite(parts) -> tuple[KV, Path]:
 
     if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
         raise BadStoreURL(f"sqlite store URL needs an absolute file path: sqlite:///path/to/db, got {urlunsplit(parts)!r}")
-    path = Path(unquote(parts.path))
+    path = Path("/" + unquote(parts.path).lstrip("/"))  # sqlite:///abs and sqlite:////abs alike
     return SqliteKV(path), path.with_name(path.name + ".blobs")
 
 

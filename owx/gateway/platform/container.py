@@ -64,6 +64,7 @@ class Container(ABC):
         self._planned = False  # destroyed on purpose: listeners are not told
         self._destroyed = False
         self._oom_seen = False
+        self.exit_reason: DeathReason | None = None  # set when the container has stopped
         self._pidfd: int | None = None
         self._oomfd: int | None = None
         self._lock = threading.Lock()
@@ -98,11 +99,6 @@ class Container(ABC):
             return self.cgroup.memory().oom_kills
         except CgroupError:
             return 0
-
-    @property
-    def oom_seen(self) -> bool:
-        """An OOM event happened in this container's cgroup since it started."""
-        return self._oom_seen
 
     # -- control -------------------------------------------------------------
     def kill(self, reason: DeathReason) -> None:
@@ -155,10 +151,13 @@ class Container(ABC):
             return
         if self._oomfd is not None and _drain(self._oomfd):  # an OOM event in the same epoll batch
             self._oom_seen = True
-        if not self._oom_seen and self.oom_kills() > 0:
-            self._oom_seen = True
+        try:  # the kernel's kill counter is exact (Escra's rescued OOM events kill nobody) ...
+            oom_killed = self.cgroup.memory().oom_kills > 0
+        except CgroupError:  # ... but a Docker container's group may be gone already
+            oom_killed = self._oom_seen
         code = self._exit_code()
-        reason: DeathReason = self._kill_reason or ("oom" if self._oom_seen else "exited")
+        reason: DeathReason = self._kill_reason or ("oom" if oom_killed else "exited")
+        self.exit_reason = reason
         self._dead.set()
         self.logs.end()
         for fd in (self._pidfd, self._oomfd):

@@ -21,7 +21,7 @@ from owx.common.cgroups import CgroupError
 from owx.gateway.platform import outcome as outcomes
 from owx.gateway.platform.container import Backend, Container, ContainerRequest
 from owx.gateway.platform.limits import MB, limits_for
-from owx.gateway.platform.proxy import ProxyResponse, ProxyTimeout, ProxyUnreachable
+from owx.gateway.platform.proxy import ProxyTimeout, ProxyUnreachable
 from owx.gateway.platform.settings import PlatformSettings
 from owx.gateway.platform.types import (
     DEVELOPER_ERROR,
@@ -142,9 +142,15 @@ class ContainerPool:
                 return failed
             assert slot is not None
             init_ms = _ms(time.time()) - _ms(started)
-        result = self._run_on(slot, spec, request, started)
+        try:
+            result = self._run_on(slot, spec, request, started)
+        except Exception as exc:  # a platform bug must not reach the caller as an exception
+            log.exception("running %s on %s failed", spec.key, slot.container.id)
+            self._drop(slot)
+            result = self._failure(INTERNAL_ERROR, f"the platform failed to run the action: {exc}", started)
+        finally:
+            self._release(slot)
         result.wait_ms, result.init_ms = wait_ms, init_ms
-        self._release(slot)
         return result
 
     # -- hooks for Canary --------------------------------------------------------
@@ -440,7 +446,7 @@ class ContainerPool:
 
     def _death_message(self, container: Container, exited_message: str) -> tuple[str, str]:
         container.wait_dead(DEATH_GRACE_S)
-        if container.oom_seen or container.oom_kills() > 0:
+        if container.exit_reason == "oom":
             return OOM_MESSAGE, "oom"
         return exited_message, "exited"
 
@@ -478,8 +484,6 @@ class ContainerPool:
         with self._cond:
             slot.in_flight = max(0, slot.in_flight - 1)
             slot.last_used = time.monotonic()
-            if slot.state == "claimed" and slot.in_flight == 0:
-                slot.state = "warm"
             self._cond.notify_all()
 
     def _drop(self, slot: Slot) -> None:

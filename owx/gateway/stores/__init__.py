@@ -14,17 +14,19 @@ from owx.gateway.stores.base import (
 )
 from owx.gateway.stores.factory import open_stores
 from owx.gateway.stores.validation import MAX_DOC_BYTES
+from owx.gateway.stores.writebehind import WriterOptions
 
 __all__ = [
     "AUTH_COLLECTION",
     "AUTH_UUID_FIELD",
+    "MAX_DOC_BYTES",
     "ActivationStore",
     "Conflict",
     "Entity",
     "EntityStore",
     "InvalidInput",
-    "MAX_DOC_BYTES",
     "StoreError",
     "StoreUnavailable",
+    "WriterOptions",
     "open_stores",
 ]

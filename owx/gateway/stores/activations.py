@@ -11,6 +11,8 @@ from owx.gateway.stores.validation import check_activation_id, check_namespace, 
 #: ``response.status`` -> the ``statusCode`` OpenWhisk puts in activation summaries.
 STATUS_CODES = {"success": 0, "application error": 1, "action developer error": 2, "whisk internal error": 3}
 
+_INTERNAL_ERROR = STATUS_CODES["whisk internal error"]
+
 _SUMMARY_FIELDS = ("namespace", "name", "version", "publish", "annotations", "activationId", "start", "cause")
 
 
@@ -30,7 +32,8 @@ def filter_name(doc: dict[str, Any]) -> str:
     annotation is ``ns/pkg/action`` (as OpenWhisk's filter view), else ``doc["name"]``."""
     for annotation in doc.get("annotations") or ():
         if isinstance(annotation, dict) and annotation.get("key") == "path":
-            parts = annotation.get("value").split("/") if isinstance(annotation.get("value"), str) else []
+            value = annotation.get("value")
+            parts = value.split("/") if isinstance(value, str) else []
             if len(parts) == 3 and all(parts):
                 return f"{parts[1]}/{parts[2]}"
             break
@@ -68,7 +71,8 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
 def status_code(response: object) -> int:
     """0 success, 1 application error, 2 developer error, 3 whisk internal error."""
     if not isinstance(response, dict):
-        return STATUS_CODES["whisk internal error"]
-    if isinstance(response.get("statusCode"), int):
-        return response["statusCode"]
-    return STATUS_CODES.get(response.get("status"), STATUS_CODES["whisk internal error"])
+        return _INTERNAL_ERROR
+    code, status = response.get("statusCode"), response.get("status")
+    if isinstance(code, int):
+        return code
+    return STATUS_CODES.get(status, _INTERNAL_ERROR) if isinstance(status, str) else _INTERNAL_ERROR

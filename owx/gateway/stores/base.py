@@ -114,9 +114,7 @@ class ActivationStore(Protocol):
         ``limit=0``: all. ``docs=False`` gives OpenWhisk's summaries (no ``response``, no
         ``logs``; ``statusCode``, ``duration`` and ``end`` when the activation ended)."""
 
-    def count(
-        self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None
-    ) -> int:
+    def count(self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None) -> int:
         """How many records `list` would return without skip and limit."""
 
     def flush(self, timeout: float | None = None) -> None:

@@ -10,6 +10,9 @@ pouchdb-server used by the tests both serve).
 Caching: entity reads are cached in-process for ``cache_ttl_s`` (default 1 s); this
 process's own writes invalidate at once, so only writes by *other* gateway processes
 sharing the database can be seen up to ``cache_ttl_s`` late. ``cache_ttl_s=0`` disables it.
+
+Numbers: integers beyond +-2**53 may come back rounded (CouchDB's views and pouchdb-server
+are JavaScript); the SQLite store keeps them exact.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import json
 import logging
 import re
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import couchdb
@@ -52,7 +56,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import WriteBehind
+from owx.gateway.stores.writebehind import WriteBehind, WriterOptions
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +65,14 @@ _DESIGN = "owx"
 
 _ENTITY_VIEWS = {
     "by_updated": {
-        "map": "function (doc) { if (doc.collection) { emit([doc.namespace, doc.collection, doc.updated], doc.name); } }",
+        "map": "function (doc) { if (doc.collection) { emit([doc.namespace, doc.collection, doc.updated], doc.name); } }"
     },
     "by_auth_uuid": {
-        "map": "function (doc) { if (doc.collection === %s && doc.doc && typeof doc.doc[%s] === 'string') "
-        "{ emit(doc.doc[%s], null); } }" % (json.dumps(AUTH_COLLECTION), json.dumps(AUTH_UUID_FIELD), json.dumps(AUTH_UUID_FIELD)),
+        "map": "function (doc) { if (doc.collection === "
+        + json.dumps(AUTH_COLLECTION)
+        + " && doc.doc && typeof doc.doc[FIELD] === 'string') { emit(doc.doc[FIELD], null); } }".replace(
+            "FIELD", json.dumps(AUTH_UUID_FIELD)
+        )
     },
 }
 
@@ -77,7 +84,7 @@ _ACTIVATION_VIEWS = {
         "map": "function (doc) { if (doc.record) { emit([doc.namespace, null, doc.start], doc.summary); "
         "emit([doc.namespace, doc.name, doc.start], doc.summary); } }",
         "reduce": "_count",
-    },
+    }
 }
 
 
@@ -200,7 +207,8 @@ class CouchEntityStore:
 
     def put(self, namespace: str, collection: str, name: str, doc: dict[str, Any], rev: str | None) -> Entity:
         key = check_key(namespace, collection, name)
-        text = encode_doc(doc)  # refuse what CouchDB would refuse or mangle, before sending anything
+        # refuse what CouchDB would refuse or mangle, before sending anything
+        text = encode_doc(doc)
         if rev is not None and not is_valid_rev(rev):
             if self._fetch(key) is None:
                 raise Conflict(f"{describe(key)} does not exist (revision {rev!r:.80} given)")
@@ -276,7 +284,9 @@ class CouchEntityStore:
         if not page:
             return []
         with self._call():
-            rows = self._db.view("_all_docs", keys=[_entity_id((ns, coll, name)) for _, name in page], include_docs=True)
+            rows = self._db.view(
+                "_all_docs", keys=[_entity_id((ns, coll, name)) for _, name in page], include_docs=True
+            )
             return [_to_entity(row.doc) for row in rows if row.doc is not None]  # skip ones deleted meanwhile
 
     def count(self, namespace: str, collection: str, prefix: str = "") -> int:
@@ -317,12 +327,12 @@ class CouchActivationStore:
         prefix: str,
         timeout_s: float = 30.0,
         read_flush_timeout_s: float = 30.0,
-        close_wait_s: float = 30.0,
+        writer: WriterOptions | None = None,
     ) -> None:
         self._couch = CouchDatabase(url, f"{prefix}activations", _ACTIVATION_VIEWS, timeout_s)
         self._db = self._couch.db
         self._read_flush_timeout_s = read_flush_timeout_s
-        self._writer = WriteBehind(self._commit, name=f"owx-activations-{prefix}", close_wait_s=close_wait_s)
+        self._writer = WriteBehind(self._commit, f"owx-activations-{prefix}", writer)
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -357,7 +367,7 @@ class CouchActivationStore:
         self._writer.submit(to_row(doc))
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
-        namespace, activation_id = check_namespace(namespace), check_activation_id(activation_id)
+        namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))
         found = self._writer.read(activation_id, self._fetch)
         return found[1] if found is not None and found[0] == namespace else None
 
@@ -370,10 +380,10 @@ class CouchActivationStore:
         self, namespace: str, name: str | None, since: int | None, upto: int | None
     ) -> tuple[list[Any], list[Any]]:
         """(low, high) keys of view ``by_start`` holding the records matching the filters."""
-        scope = [check_namespace(namespace), check_name_filter(name)]
+        scope: list[Any] = [check_namespace(namespace), check_name_filter(name)]
         since, upto = check_time(since, "since"), check_time(upto, "upto")
-        low = [*scope, since]  # null sorts before every number
-        high = [*scope, upto if upto is not None else {}]
+        low: list[Any] = [*scope, since]  # null sorts before every number
+        high: list[Any] = [*scope, upto if upto is not None else {}]
         return low, high
 
     def list(
@@ -393,12 +403,12 @@ class CouchActivationStore:
             options["limit"] = limit
         self._writer.flush(self._read_flush_timeout_s)
         with self._call():
-            rows = self._db.view(f"{_DESIGN}/by_start", startkey=high, endkey=low, descending=True, reduce=False, **options).rows
+            rows = self._db.view(
+                f"{_DESIGN}/by_start", startkey=high, endkey=low, descending=True, reduce=False, **options
+            ).rows
         return [row.doc["record"] for row in rows] if docs else [row.value for row in rows]
 
-    def count(
-        self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None
-    ) -> int:
+    def count(self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None) -> int:
         low, high = self._range(namespace, name, since, upto)
         self._writer.flush(self._read_flush_timeout_s)
         with self._call():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from owx.config import Settings
@@ -19,13 +20,15 @@ def open_stores(settings: Settings) -> tuple[EntityStore, ActivationStore]:
 
     Raises `StoreUnavailable` when the database cannot be used (CouchDB unreachable,
     data directory owned by another process)."""
+    open_entities: Callable[[], EntityStore]
+    open_activations: Callable[[], ActivationStore]
     if settings.store == "couchdb":
         open_entities = partial(CouchEntityStore, settings.couchdb_url, settings.couchdb_prefix)
         open_activations = partial(CouchActivationStore, settings.couchdb_url, settings.couchdb_prefix)
     else:
         open_entities = partial(SQLiteEntityStore, settings.entity_db)
         open_activations = partial(SQLiteActivationStore, settings.data_dir / ACTIVATIONS_DB)
-    entities: EntityStore = open_entities()
+    entities = open_entities()
     try:
         return entities, open_activations()
     except BaseException:

@@ -14,8 +14,9 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from owx.gateway.stores.activations import ActivationRow, summary, to_row
 from owx.gateway.stores.base import AUTH_COLLECTION, AUTH_UUID_FIELD, Conflict, Entity, StoreUnavailable
@@ -34,7 +35,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import WriteBehind
+from owx.gateway.stores.writebehind import WriteBehind, WriterOptions
 
 _ENTITY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -87,7 +88,9 @@ class _OwnedDatabase:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
-            raise StoreUnavailable(f"{path} is in use by another owx store (one process owns a data directory)") from None
+            raise StoreUnavailable(
+                f"{path} is in use by another owx store (one process owns a data directory)"
+            ) from None
         try:
             with _sqlite_errors(path):
                 conn = self.connect()
@@ -133,9 +136,10 @@ class SQLiteEntityStore:
         self._db = _OwnedDatabase(path, _ENTITY_SCHEMA)
         self._conn = self._db.connect()
         self._lock = threading.Lock()
-        self._cache = EntityCache(ttl_s=None)
-        self._clock = UpdateClock()
         self._closed = False
+        self._cache = EntityCache(ttl_s=None)
+        (newest,) = self._query("SELECT COALESCE(MAX(updated), 0) FROM entities", ())[0]
+        self._clock = UpdateClock(after=newest)  # keeps list order right even if the clock went back
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
         with self._lock, _sqlite_errors(self._db.path):
@@ -148,9 +152,7 @@ class SQLiteEntityStore:
         if (hit := self._cache.get(key)) is not None:
             return hit
         generation = self._cache.generation()
-        rows = self._query(
-            "SELECT rev, updated, doc FROM entities WHERE namespace=? AND collection=? AND name=?", key
-        )
+        rows = self._query("SELECT rev, updated, doc FROM entities WHERE namespace=? AND collection=? AND name=?", key)
         if not rows:
             return None
         rev, updated, text = rows[0]
@@ -259,13 +261,13 @@ def _check_rev(key: tuple[str, str, str], current: str | None, rev: str | None) 
 class SQLiteActivationStore:
     """`ActivationStore` in one SQLite file, written behind by one thread."""
 
-    def __init__(self, path: Path, read_flush_timeout_s: float = 10.0, close_wait_s: float = 30.0) -> None:
+    def __init__(self, path: Path, read_flush_timeout_s: float = 10.0, writer: WriterOptions | None = None) -> None:
         self._db = _OwnedDatabase(path, _ACTIVATION_SCHEMA)
         self._read_conn = self._db.connect()
         self._write_conn = self._db.connect()
         self._lock = threading.Lock()
         self._read_flush_timeout_s = read_flush_timeout_s
-        self._writer = WriteBehind(self._commit, name=f"owx-activations-{path.name}", close_wait_s=close_wait_s)
+        self._writer = WriteBehind(self._commit, f"owx-activations-{path.name}", writer)
         self._closed = False
 
     def _commit(self, rows: builtins.list[ActivationRow]) -> None:
@@ -285,7 +287,7 @@ class SQLiteActivationStore:
         self._writer.submit(to_row(doc))
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
-        namespace, activation_id = check_namespace(namespace), check_activation_id(activation_id)
+        namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))
         found = self._writer.read(activation_id, self._fetch)
         return found[1] if found is not None and found[0] == namespace else None
 
@@ -313,9 +315,7 @@ class SQLiteActivationStore:
         records = [json.loads(text) for (text,) in rows]
         return records if docs else [summary(r) for r in records]
 
-    def count(
-        self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None
-    ) -> int:
+    def count(self, namespace: str, name: str | None = None, since: int | None = None, upto: int | None = None) -> int:
         where, args = _activation_filter(namespace, name, since, upto)
         self._writer.flush(self._read_flush_timeout_s)
         return self._query(f"SELECT COUNT(*) FROM activations WHERE {where}", args)[0][0]
@@ -339,7 +339,8 @@ class SQLiteActivationStore:
 def _activation_filter(
     namespace: str, name: str | None, since: int | None, upto: int | None
 ) -> tuple[str, tuple[Any, ...]]:
-    clauses, args = ["namespace = ?"], [check_namespace(namespace)]
+    clauses: list[str] = ["namespace = ?"]
+    args: list[Any] = [check_namespace(namespace)]
     if (name := check_name_filter(name)) is not None:
         clauses.append("name = ?")
         args.append(name)

@@ -6,7 +6,6 @@ import json
 import re
 import threading
 import time
-from typing import Any
 
 from owx.gateway.stores.base import InvalidInput
 
@@ -116,8 +115,9 @@ class UpdateClock:
     """Epoch-ms timestamps, strictly increasing within this object, so the order of
     ``updated`` is the order of writes even for several writes in one millisecond."""
 
-    def __init__(self) -> None:
-        self._last = 0
+    def __init__(self, after: int = 0) -> None:
+        """``after``: the latest timestamp already handed out (e.g. the newest stored one)."""
+        self._last = after
         self._lock = threading.Lock()
 
     def next(self) -> int:

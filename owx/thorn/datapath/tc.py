@@ -79,6 +79,8 @@ def vxlan_up(ipr: IPRoute, name: str, **kwargs) -> int:
 class TcDriver(DatapathDriver):
     """Shared machinery of the flower and u32 drivers: rx device, clsact, cookie-tagged filters."""
 
+    kind: str  # the tc classifier
+
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
         self.ns = node.netns
@@ -164,8 +166,6 @@ class TcDriver(DatapathDriver):
         with netns.ipr(self.ns) as ipr:
             self._remove_unused_tx(ipr, rules)
         return SyncResult(added, removed)
-
-    kind: str
 
     def _remove_unused_tx(self, ipr: IPRoute, rules: list[Rule]) -> None:
         used = {self._tx_dev(r) for r in rules}

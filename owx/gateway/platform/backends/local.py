@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from owx.common.cgroups import Cgroup, CgroupError, is_v2
+from owx.common.cgroups import CgroupError, is_v2
 from owx.gateway.platform.container import Backend, Container, ContainerRequest
 from owx.gateway.platform.proxy import ProxyClient
 from owx.gateway.platform.settings import PlatformSettings

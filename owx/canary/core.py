@@ -1,0 +1,430 @@
+"""Canary's core module: admission of stateful functions, their execution, and their records.
+
+The gateway routes actions with a ``canary`` annotation here. :meth:`CanaryCore.gate`
+admits the functions of a job together (memory on nodes, see :mod:`owx.canary.capacity`)
+and runs Algorithm 5 for their runtime; :meth:`CanaryCore.run` executes one function with
+the strategy its annotation selects (:mod:`owx.canary.strategies`), commits its result
+exactly once and keeps the five tables up to date.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from owx.canary.capacity import CapacityLedger
+from owx.canary.checkpoint import WARNING_PREFIX, CheckpointError, CheckpointStore, open_checkpoint_store
+from owx.canary.commits import Commit, ResultLedger
+from owx.canary.deaths import DeathWatch
+from owx.canary.options import BadAnnotation, CanaryOptions, CanarySettings, options_of
+from owx.canary.replication import FailureRate
+from owx.canary.runtimes import RuntimeManager
+from owx.canary.tables import (
+    PLATFORM_NS,
+    CheckpointInfo,
+    CoreTables,
+    FunctionInfo,
+    JobInfo,
+    WorkerInfo,
+    now_ms,
+)
+from owx.gateway.catalog import ResolvedAction
+from owx.gateway.pipeline.invoke import action_spec
+from owx.gateway.platform.types import INTERNAL_ERROR, ActionSpec, ContainerDeath, RunOutcome, RunRequest
+
+log = logging.getLogger(__name__)
+STORE_RETRY_S = 5.0
+
+
+@dataclass
+class Function:
+    """One admitted function (an activation of a stateful action) on its way through Canary."""
+
+    namespace: str
+    function_id: str
+    job_id: str
+    options: CanaryOptions
+    spec: ActionSpec
+    node: str
+    holders: list[str]
+    admitted_ms: int
+    attempts: list[RunOutcome] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    restored: list[int] = field(default_factory=list)
+    discarded: int = 0
+    background: list[Future[Any]] = field(default_factory=list)  # executions still running after the answer
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt ended with a dead container."""
+
+    reason: str
+    node: str
+    container: str
+    detected_at: float
+
+
+class CanaryCore:
+    """Everything Canary does for stateful actions inside one gateway."""
+
+    def __init__(self, platform, tables: CoreTables, ledger: ResultLedger, settings: CanarySettings,
+                 store_url: str, pump: Callable[[], None]) -> None:
+        self.platform = platform
+        self.tables = tables
+        self.ledger = ledger
+        self.settings = settings
+        self.store_url = store_url
+        self.pump = pump
+        self.capacity = CapacityLedger({name: node.pool.user_memory_mb for name, node in platform.nodes.items()})
+        self.failure_rate = FailureRate(settings.failure_window)
+        self.runtimes = RuntimeManager(platform, tables, self.capacity, self.failure_rate, settings.replica_linger_s)
+        self.deaths = DeathWatch()
+        self.deaths.subscribe(self.runtimes.lost)
+        self.deaths.subscribe(self._node_watch)
+        platform.add_death_listener(self.deaths)
+        self._store: CheckpointStore | None = None
+        self._store_error: str | None = None
+        self._store_tried = 0.0
+        self._functions: dict[str, Function] = {}
+        self._jobs: dict[str, str] = {}  # function id -> job id, for jobs submitted but not yet admitted
+        self._options: dict[str, CanaryOptions] = {}  # by runtime key
+        self._lock = threading.Lock()
+        self.stats = {"commits": 0, "duplicates_discarded": 0, "recoveries": 0}
+        self.write_workers()
+
+    # -- routing and admission -----------------------------------------------------------------
+    def accepts(self, resolved: ResolvedAction) -> bool:
+        """Whether ``resolved`` opted in (remembering its options for runs outside admission)."""
+        if resolved.kind == "sequence":
+            return False
+        try:
+            options = options_of(resolved.doc)
+        except BadAnnotation as exc:  # stored before validation existed: run it as plain OpenWhisk
+            log.warning("%s: %s", resolved.path, exc)
+            return False
+        if options is not None:
+            with self._lock:
+                self._options[action_spec(resolved).key] = options
+        return options is not None
+
+    def expect_job(self, namespace: str, resolved: ResolvedAction, job_id: str, function_ids: list[str]) -> None:
+        """A job was submitted: record it (queued) before its functions are admitted."""
+        options = options_of(resolved.doc)
+        assert options is not None
+        spec = action_spec(resolved)
+        with self._lock:
+            for fid in function_ids:
+                self._jobs[fid] = job_id
+        self.tables.put(namespace, self._job_row(job_id, resolved, spec, options, function_ids))
+
+    def fits_ever(self, resolved: ResolvedAction, count: int) -> bool:
+        """Whether ``count`` functions of ``resolved`` fit the live nodes when nothing else runs."""
+        options = options_of(resolved.doc)
+        copies = options.copies if options and options.fault_tolerance == "request-replication" else 1
+        memory = resolved.limits["memory"]
+        per_node = [node.pool.user_memory_mb // memory for node in self.platform.nodes.values() if node.alive]
+        return sum(per_node) >= count * copies
+
+    def gate(self, resolved: ResolvedAction, function_ids: list[str]) -> bool:
+        """Reserve memory for every function of a job (all or none) and schedule their replicas."""
+        try:
+            return self._gate(resolved, function_ids)
+        except Exception:  # the admission queue must never break; admit and let the run report
+            log.exception("canary admission failed for %s", resolved.path)
+            return True
+
+    def _gate(self, resolved: ResolvedAction, function_ids: list[str]) -> bool:
+        options = options_of(resolved.doc)
+        assert options is not None
+        spec = action_spec(resolved)
+        live = self._live_nodes()
+        warm = [n for n in live if self.platform.nodes[n].pool.has_idle_warm(spec.key)]
+        copies = options.copies if options.fault_tolerance == "request-replication" else 1
+        holders = {fid: [f"{fid}#{i}" if copies > 1 else fid for i in range(copies)] for fid in function_ids}
+        everything = [h for hs in holders.values() for h in hs]
+        placed = self.capacity.place_all(everything, spec.memory_mb, live, warm)
+        if placed is None:
+            if self.fits_ever(resolved, len(function_ids)):
+                self._reclaim_idle_replicas()
+                return False
+            placed = {h: self._roomiest(live) for h in everything}  # never fits: the pool will say why
+            for h, node in placed.items():
+                self.capacity.force_hold(h, node, spec.memory_mb)
+        namespace = resolved.path.namespace
+        now = now_ms()
+        with self._lock:
+            job_id = self._jobs.pop(function_ids[0], function_ids[0])
+            for fid in function_ids[1:]:
+                self._jobs.pop(fid, None)
+            for fid in function_ids:
+                self._functions[fid] = Function(namespace, fid, job_id, options, spec, placed[holders[fid][0]],
+                                                holders[fid], now)
+        if job_id == function_ids[0] and len(function_ids) == 1:
+            self.tables.put(namespace, self._job_row(job_id, resolved, spec, options, function_ids))
+        self.tables.update(namespace, "job_info", job_id, lambda row: _admit(row, now))
+        nodes = [placed[holders[fid][0]] for fid in function_ids]
+        if options.fault_tolerance == "canary":
+            self.runtimes.functions_started(namespace, spec, options.replication, job_id, nodes)
+        elif options.fault_tolerance == "active-standby":
+            self.runtimes.functions_started(namespace, spec, "standby", job_id, nodes)  # type: ignore[arg-type]
+        return True
+
+    # -- execution ----------------------------------------------------------------------------
+    def run(self, spec: ActionSpec, request: RunRequest) -> RunOutcome:
+        """The gateway's runner for stateful actions: one function, to its committed outcome."""
+        from owx.canary.strategies import STRATEGIES
+
+        function = self._admitted(spec, request)
+        self._function_row(function, request)
+        try:
+            outcome = STRATEGIES[function.options.fault_tolerance](self, function, request)
+        finally:
+            with self._lock:
+                self._functions.pop(function.function_id, None)
+            if function.background:
+                threading.Thread(target=self._release_after, args=(function,), daemon=True).start()
+            else:
+                self._release(function)
+        self._finish(function, outcome)
+        return outcome
+
+    def count(self, stat: str) -> None:
+        with self._lock:
+            self.stats[stat] += 1
+
+    def _release(self, function: Function) -> None:
+        for holder in function.holders:
+            self.capacity.release(holder)
+        if function.options.fault_tolerance in ("canary", "active-standby"):
+            self.runtimes.function_ended(function.spec)
+
+    def _release_after(self, function: Function) -> None:
+        wait(function.background)
+        self._release(function)
+        self.pump()
+
+    def attempt(self, function: Function, request: RunRequest, node: str, claim: str | None,
+                checkpoints: bool) -> RunOutcome:
+        """One execution of ``function`` on ``node`` (on the replica ``claim``, if given)."""
+        number = len(function.attempts) + 1
+        env = dict(request.extra_env)
+        if checkpoints:
+            env.update(canary_function_id=function.function_id, canary_store=self.store_url,
+                       canary_interval=str(function.options.interval_s))
+        self.tables.update(function.namespace, "function_info", function.function_id,
+                           lambda row: _running(row, node, number))
+        target = self.platform.nodes.get(node)
+        if target is None or not target.alive:
+            now = now_ms()
+            outcome = RunOutcome(INTERNAL_ERROR, {"error": f"node {node} is lost"}, [], now, now, node=node)
+        else:
+            outcome = target.pool.run(function.spec, dataclasses.replace(request, extra_env=env), claim=claim)
+        function.attempts.append(outcome)
+        return outcome
+
+    def failure_of(self, outcome: RunOutcome) -> Failure | None:
+        """Why the attempt's container died (crash, OOM kill, kill, lost node); None if it did not."""
+        lost_node = outcome.node and not self.platform.nodes[outcome.node].alive
+        if outcome.failure not in ("exited", "oom") and not (outcome.status == INTERNAL_ERROR and lost_node):
+            return None
+        death: ContainerDeath | None = None
+        if outcome.container_id:
+            death = self.deaths.wait_for(outcome.container_id, self.settings.death_wait_s)
+        if death is not None:
+            return Failure(death.reason, death.node, death.container_id, death.detected_at)
+        reason = "node-lost" if lost_node else outcome.failure or "exited"
+        return Failure(reason, outcome.node, outcome.container_id, time.time())
+
+    def recovery_node(self, function: Function, failed: Failure) -> str:
+        """Where a failed function restarts without a replica: its node if still alive, else the roomiest."""
+        live = self._live_nodes()
+        node = failed.node if failed.node in live else self._roomiest(live)
+        for holder in function.holders[:1]:
+            self.capacity.move(holder, node)
+        return node
+
+    def latest_checkpoint(self, function: Function) -> int | None:
+        """The sequence number of the function's newest checkpoint (recorded in ``checkpoint_info``)."""
+        store = self._checkpoint_store(function)
+        if store is None:
+            return None
+        try:
+            history = store.history(function.function_id)
+        except CheckpointError as exc:
+            function.warnings.append(f"cannot read the checkpoints of {function.function_id}: {exc}")
+            return None
+        latest = history[0] if history else None
+        self.tables.put(function.namespace, CheckpointInfo(
+            function_id=function.function_id, job_id=function.job_id,
+            latest_seq=latest.seq if latest else None, latest_state=latest.state if latest else None,
+            latest_size=latest.size if latest else None, latest_time=latest.timestamp if latest else None,
+            kept=[info.seq for info in history], restored=function.restored, updated=now_ms()))
+        return latest.seq if latest else None
+
+    def commit(self, function: Function, attempt: int, outcome: RunOutcome) -> bool:
+        """Commit ``outcome`` as the function's only result; False (and counted) if one already was."""
+        won = self.ledger.commit(function.namespace, Commit(
+            function.function_id, attempt, outcome.status, outcome.container_id, now_ms()))
+        self.count("commits" if won else "duplicates_discarded")
+        return won
+
+    def close(self) -> None:
+        self.runtimes.close()
+        if self._store is not None:
+            self._store.close(timeout=5)
+
+    # -- records -------------------------------------------------------------------------------
+    def write_workers(self) -> None:
+        """Describe every node in ``worker_info``."""
+        for name, node in self.platform.nodes.items():
+            self.tables.put(PLATFORM_NS, WorkerInfo(
+                worker_id=name, alive=node.alive, memory_mb=node.pool.user_memory_mb, cpus=os.cpu_count() or 1,
+                cgroup_parent=node.cgroup_parent, backend=self.platform.backend.name, updated=now_ms()))
+
+    def _finish(self, function: Function, outcome: RunOutcome) -> None:
+        first = function.attempts[0] if function.attempts else outcome
+        outcome.start_ms = min(outcome.start_ms, first.start_ms) if first.start_ms else outcome.start_ms
+        outcome.logs = [line for attempt in function.attempts for line in attempt.logs] or outcome.logs
+        function.warnings.extend(
+            line.split(WARNING_PREFIX, 1)[1] for line in outcome.logs if WARNING_PREFIX in line
+        )
+        if function.options.fault_tolerance == "canary":
+            self._forget_checkpoints(function, outcome)
+        outcome.annotations.extend(self._annotations(function))
+        succeeded = outcome.status == "success"
+        self.tables.update(function.namespace, "function_info", function.function_id,
+                           lambda row: _ended(row, succeeded))
+        self.tables.update(function.namespace, "job_info", function.job_id, lambda row: _counted(row, succeeded))
+
+    def _annotations(self, function: Function) -> list[dict[str, Any]]:
+        recovery = sum(f["recoveryMs"] for f in function.failures)
+        detail = {
+            "jobId": function.job_id, "functionId": function.function_id,
+            "faultTolerance": function.options.fault_tolerance, "attempts": len(function.attempts),
+            "failures": function.failures, "duplicatesDiscarded": function.discarded,
+        }
+        annotations = [
+            {"key": "attempts", "value": len(function.attempts)},
+            {"key": "checkpointRestored", "value": function.restored[-1] if function.restored else None},
+            {"key": "recoveryTime", "value": recovery},
+            {"key": "canary", "value": detail},
+        ]
+        if function.warnings:
+            annotations.append({"key": "canaryWarnings", "value": list(dict.fromkeys(function.warnings))})
+        return annotations
+
+    def _forget_checkpoints(self, function: Function, outcome: RunOutcome) -> None:
+        """Record the last checkpoints; drop them once the function succeeded for good."""
+        self.latest_checkpoint(function)
+        store = self._checkpoint_store(function)
+        if store is not None and outcome.status == "success":
+            try:
+                store.delete(function.function_id)
+            except (CheckpointError, OSError) as exc:
+                log.warning("could not delete checkpoints of %s: %s", function.function_id, exc)
+
+    def _job_row(self, job_id: str, resolved: ResolvedAction, spec: ActionSpec, options: CanaryOptions,
+                 function_ids: list[str]) -> JobInfo:
+        return JobInfo(
+            job_id=job_id, action=str(resolved.path), runtime=spec.kind, function_ids=function_ids,
+            functions=len(function_ids), checkpoint=options.checkpoint, interval_s=options.interval_s,
+            replication=options.replication, fault_tolerance=options.fault_tolerance,
+            memory_mb=spec.memory_mb, submitted=now_ms())
+
+    # -- internals -----------------------------------------------------------------------------
+    def _admitted(self, spec: ActionSpec, request: RunRequest) -> Function:
+        with self._lock:
+            function = self._functions.get(request.activation_id)
+        if function is not None:
+            return function
+        # not through the admission queue (a sequence component): admit it on its own now
+        options = self._options_by_key(spec)
+        live = self._live_nodes()
+        node = self._roomiest(live)
+        self.capacity.force_hold(request.activation_id, node, spec.memory_mb)
+        function = Function(request.namespace, request.activation_id, request.activation_id, options, spec, node,
+                            [request.activation_id], now_ms())
+        with self._lock:
+            self._functions[function.function_id] = function
+        self.tables.put(request.namespace, JobInfo(
+            job_id=function.job_id, action=request.action_name, runtime=spec.kind, function_ids=[function.function_id],
+            functions=1, state="running", checkpoint=options.checkpoint, interval_s=options.interval_s,
+            replication=options.replication, fault_tolerance=options.fault_tolerance, memory_mb=spec.memory_mb,
+            submitted=now_ms(), admitted=now_ms()))
+        return function
+
+    def _options_by_key(self, spec: ActionSpec) -> CanaryOptions:
+        with self._lock:
+            return self._options.get(spec.key, CanaryOptions())
+
+    def _function_row(self, function: Function, request: RunRequest) -> None:
+        self.tables.put(function.namespace, FunctionInfo(
+            function_id=function.function_id, job_id=function.job_id, action=request.action_name,
+            runtime=function.spec.kind, runtime_key=function.spec.key, worker=function.node))
+
+    def _checkpoint_store(self, function: Function) -> CheckpointStore | None:
+        with self._lock:
+            if self._store is None and time.monotonic() - self._store_tried >= STORE_RETRY_S:
+                self._store_tried = time.monotonic()
+                try:
+                    self._store = open_checkpoint_store(self.store_url)
+                    self._store_error = None
+                except CheckpointError as exc:
+                    self._store_error = str(exc)
+            store, error = self._store, self._store_error
+        if store is None and error:
+            function.warnings.append(f"checkpoint store unavailable to the core: {error}")
+        return store
+
+    def _live_nodes(self) -> list[str]:
+        return [name for name, node in self.platform.nodes.items() if node.alive]
+
+    def _roomiest(self, live: list[str]) -> str:
+        return max(live or list(self.platform.nodes), key=self.capacity.free_mb)
+
+    def _reclaim_idle_replicas(self) -> None:
+        def reclaim() -> None:
+            if self.runtimes.retire_idle():
+                self.pump()
+
+        threading.Thread(target=reclaim, name="owx-canary-reclaim", daemon=True).start()
+
+    def _node_watch(self, death: ContainerDeath) -> None:
+        if death.reason == "node-lost":
+            self.tables.update(PLATFORM_NS, "worker_info", death.node, _lost)
+
+
+def _admit(row: JobInfo, now: int) -> None:
+    row.state, row.admitted = "running", now
+
+
+def _running(row: FunctionInfo, node: str, attempt: int) -> None:
+    row.state = "running" if attempt == 1 else "recovering"
+    row.worker, row.attempts = node, attempt
+    row.started = row.started or now_ms()
+
+
+def _ended(row: FunctionInfo, succeeded: bool) -> None:
+    row.state, row.ended = ("succeeded" if succeeded else "failed"), now_ms()
+
+
+def _counted(row: JobInfo, succeeded: bool) -> None:
+    if succeeded:
+        row.succeeded += 1
+    else:
+        row.failed += 1
+    if row.succeeded + row.failed >= row.functions:
+        row.state, row.finished = "done", now_ms()
+
+
+def _lost(row: WorkerInfo) -> None:
+    row.alive, row.updated = False, now_ms()

@@ -1,0 +1,23 @@
+"""Entry points of DiSDeL's actions: the action code is ``from owx.disdel.actions.<x> import main``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+def entry(params_type: type[BaseModel], run: Callable[[Any], BaseModel]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An OpenWhisk ``main(args)``: bad parameters become ``{"error": ...}``, an application error."""
+
+    def main(args: dict[str, Any]) -> dict[str, Any]:
+        fields = {k: v for k, v in args.items() if not k.startswith("__ow_")}
+        try:
+            params = params_type.model_validate(fields)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            return {"error": f"invalid parameters: {problems}"}
+        return run(params).model_dump(mode="json")
+
+    return main

@@ -1,0 +1,100 @@
+"""What the controller and the training / aggregation actions send each other.
+
+Parameters and results travel as JSON through the gateway; model weights and data
+never do: they are ``.npz`` files in the job directory of the shared data dir, and
+messages carry their paths.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class ModelRef(_Message):
+    """Enough to rebuild the same compiled model in any process (hashable: a cache key)."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), frozen=True)
+
+    name: str
+    shape: tuple[int, int, int]
+    classes: int = Field(ge=2)
+    learning_rate: float = Field(gt=0)
+    seed: int = 0
+
+
+class TrainParams(_Message):
+    """One training action: ``epochs`` epochs on one shard, starting from ``init_weights``."""
+
+    key: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="unique per job: round and shard, e.g. r0-t1")
+    job_id: str
+    model: ModelRef
+    shard: str
+    init_weights: str
+    out_weights: str
+    progress: str = Field(description="file rewritten after every epoch (epoch, loss)")
+    epochs: int = Field(ge=1)
+    epoch_offset: int = Field(0, ge=0, description="global epochs already done before this action")
+    batch_size: int = Field(ge=1)
+    target_loss: float = Field(0.0, ge=0.0)
+    threads: int = Field(0, ge=0, description="TensorFlow intra/inter-op threads; 0 = TensorFlow's choice")
+    checkpoint_store: str | None = Field(None, description="canary store URL when the runtime sets none")
+
+
+class MemorySample(_Message):
+    t: float
+    bytes: int
+
+
+class TrainResult(_Message):
+    key: str
+    weights: str
+    samples: int
+    epochs_run: int
+    losses: list[float]
+    stopped_early: bool
+    resumed_from_epoch: int = 0
+    peak_memory_bytes: int | None
+    phases: dict[str, float] = Field(description="wall-clock epoch seconds at start, data_loaded, model_ready, fit_done")
+    memory: list[MemorySample] = Field(default_factory=list)
+
+    @property
+    def loss(self) -> float:
+        return self.losses[-1]
+
+
+class AggregateInput(_Message):
+    weights: str
+    samples: int = Field(ge=1)
+
+
+class AggregateParams(_Message):
+    """Average ``inputs`` weighted by their sample counts into ``out_weights``.
+
+    With ``evaluate`` the averaged model is also scored on that ``.npz`` file, and
+    with ``save_model`` stored as a Keras model file.
+    """
+
+    key: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    job_id: str
+    inputs: list[AggregateInput] = Field(min_length=1)
+    out_weights: str
+    model: ModelRef | None = None
+    evaluate: str | None = None
+    save_model: str | None = None
+    threads: int = Field(0, ge=0)
+
+
+class AggregateResult(_Message):
+    key: str
+    weights: str
+    samples: int
+    eval_loss: float | None = None
+    eval_accuracy: float | None = None
+    model_path: str | None = None
+    peak_memory_bytes: int | None
+    phases: dict[str, float]
+    memory: list[MemorySample] = Field(default_factory=list)

@@ -1,0 +1,37 @@
+"""DiSDeL's own settings (env ``OWX_DISDEL_<FIELD>``); platform limits come from the gateway."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from owx.config import Settings
+
+
+class DisdelSettings(BaseSettings):
+    """Where jobs live and the constants of the estimator, planner and timeout manager."""
+
+    model_config = SettingsConfigDict(env_prefix="OWX_DISDEL_", extra="ignore")
+
+    shared_dir: Path | None = Field(
+        None, description="job files (shards, weights, progress, state) every action can reach; "
+        "default <OWX_DATA_DIR>/disdel")
+    namespace: str = Field("_", description="namespace the actions are created in")
+    train_kind: str = "python:tensorflow"
+    cgroup_prefix: str = Field("owx-disdel", description="cgroups of measurement runs outside the gateway")
+    unit_price_gb_s: float = Field(0.0000166667, gt=0, description="μ: price of one GB-second of action time")
+    history_margin: float = Field(1.5, ge=1.0, description="timeout = margin x the time history predicts")
+    min_timeout_ms: int = Field(30_000, ge=100)
+    calibration_safety: float = Field(1.05, ge=1.0, description="applied on top of the measured calibration factor")
+    memory_headroom: float = Field(1.15, ge=1.0, description="action memory limit = headroom x estimate")
+    oom_growth: float = Field(1.5, gt=1.0, description="memory factor after an out-of-memory failure")
+    timeout_growth: float = Field(2.0, gt=1.0, description="timeout factor after an out-of-time failure")
+    max_attempts: int = Field(4, ge=1, description="attempts per action before the job fails")
+    cluster_size: int = Field(4, ge=2, description="training actions per level-1 aggregator (at most)")
+    sync_every: int = Field(1, ge=0, description="epochs between model averages; 0 = once at the end (the paper)")
+    poll_s: float = Field(0.5, gt=0)
+
+    def root(self) -> Path:
+        return self.shared_dir or Settings().data_dir / "disdel"

@@ -1,0 +1,256 @@
+"""``owx bench canary``: recovery of stateful functions under injected failures.
+
+A real gateway (two nodes, real cgroups and runtime processes, the embedded checkpoint
+store) runs 100+ invocations of four stateful workloads (iterative solver, web-service
+queries on SQLite, zlib compression, BFS) per strategy — Canary with dynamic, aggressive
+and lenient replication, and the baselines retry, request replication and
+active-standby — while a fault injector SIGKILLs the containers of a seeded random
+share of the invocations (the failure rate) at random moments of their run.
+
+Reported per run: mean recovery time of the failed invocations (their duration minus the
+median duration of the spared ones of the same workload), makespan against the
+failure-free run (retry strategy at 0%: plain OpenWhisk), cost at $0.000017 per GB-s,
+lost and duplicated results. Plots like figures 6.3–6.10 of the Canary chapter go to
+``bench-out/``. Goals (PASS/FAIL): recovery time <= 20% of retry's at 15%; makespan <=
+1.10x failure-free at 15%; 0 lost and 0 duplicated results in every run; 10 MB
+checkpoint write and restore <= 50 ms each.
+
+Options: ``--invocations N`` (default 100), ``--rates 0,0.15,0.5``, ``--quick``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import canary_checkpoint  # noqa: E402  (the checkpoint latency bench of the checkpoint helper)
+import canary_plots  # noqa: E402
+from canary_faults import CostMeter, FaultInjector, Target, choose_targets  # noqa: E402
+from canary_workloads import CHECKPOINT_MODE, WORKLOADS, answer, expected  # noqa: E402
+
+from owx.config import Settings  # noqa: E402
+from owx.gateway.server import GatewayServer  # noqa: E402
+from owx.gateway.service import Gateway  # noqa: E402
+
+STRATEGIES = {  # name -> canary annotation fields
+    "dynamic": {"replication": "dynamic", "fault_tolerance": "canary"},
+    "aggressive": {"replication": "aggressive", "fault_tolerance": "canary"},
+    "lenient": {"replication": "lenient", "fault_tolerance": "canary"},
+    "retry": {"fault_tolerance": "retry"},
+    "request-replication": {"fault_tolerance": "request-replication", "copies": 2},
+    "active-standby": {"fault_tolerance": "active-standby"},
+}
+SEEDS = 5
+INTERVAL_S = 0.1
+OUT = Path("bench-out")
+
+
+@dataclass
+class Run:
+    strategy: str
+    rate: float
+    invocations: int
+    makespan_s: float
+    cost_usd: float
+    kills: int
+    lost: int
+    duplicated: int
+    recovery_s: dict[str, list[float]] = field(default_factory=dict)  # per workload, failed invocations
+    durations: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def mean_recovery_s(self) -> float:
+        values = [v for vs in self.recovery_s.values() for v in vs]
+        return statistics.fmean(values) if values else 0.0
+
+
+class Bench:
+    """One gateway, the deployed workloads, and runs of strategies at failure rates."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.data = workdir / "shared"
+        (self.data / "pids").mkdir(parents=True)
+        for path in (self.data, self.data / "pids"):
+            os.chmod(path, 0o777)
+        settings = Settings(data_dir=workdir / "gw", port=0, nodes=2, user_memory_mb=2048, stem_cells=1,
+                            concurrent_invocations=4, cgroup_root=f"owx-bench-canary-{os.getpid()}")
+        self.service = Gateway.open(settings)
+        self.identity = self.service.default_identity()
+        self.server = GatewayServer(self.service, "127.0.0.1", 0)
+        self.server.start_background()
+        self.url = f"http://127.0.0.1:{self.server.port}/api/v1/namespaces/_"
+        import requests
+
+        self.http = requests.Session()
+        self.http.auth = tuple(self.identity.auth.split(":", 1))  # type: ignore[assignment]
+        self.expected_s: dict[str, float] = {}
+        self._answers: dict[tuple[str, int], dict[str, Any]] = {}
+        for strategy, fields in STRATEGIES.items():
+            for workload, code in WORKLOADS.items():
+                canary = {"checkpoint": CHECKPOINT_MODE[workload], "interval_s": INTERVAL_S, **fields}
+                body = {"exec": {"kind": "python:3", "code": code}, "limits": {"memory": 256, "timeout": 120_000},
+                        "annotations": [{"key": "canary", "value": canary}]}
+                response = self.http.put(f"{self.url}/actions/{workload}-{strategy}?overwrite=true", json=body)
+                response.raise_for_status()
+
+    def answer(self, workload: str, seed: int) -> dict[str, Any]:
+        key = (workload, seed)
+        if key not in self._answers:
+            self._answers[key] = expected(workload, self.params(workload, seed))
+        return self._answers[key]
+
+    def params(self, workload: str, seed: int) -> dict[str, Any]:
+        return {"dir": str(self.data), "seed": seed, "key": uuid.uuid4().hex}
+
+    def run(self, strategy: str, rate: float, invocations: int) -> Run:
+        plan = [(list(WORKLOADS)[i % len(WORKLOADS)], (i // len(WORKLOADS)) % SEEDS) for i in range(invocations)]
+        moments = choose_targets(invocations, rate, seed=invocations)
+        meter = CostMeter(self.service.runner).start()
+        ids = []
+        for workload, seed in plan:
+            response = self.http.post(f"{self.url}/actions/{workload}-{strategy}", json=self.params(workload, seed))
+            response.raise_for_status()
+            ids.append(response.json()["activationId"])
+        targets = [Target(aid, fraction, self.expected_s.get(workload, 1.0))
+                   for aid, (workload, _), fraction in zip(ids, plan, moments) if fraction is not None]
+        injector = FaultInjector(self.data / "pids", targets).start()
+        records = [self._wait(aid) for aid in ids]
+        injector.stop()
+        cost = meter.stop()
+        return self._measure(strategy, rate, plan, ids, records, targets, cost)
+
+    def _wait(self, activation_id: str, timeout: float = 600) -> dict[str, Any] | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            record = self.service.activations.get(self.identity.namespace, activation_id)
+            if record is not None:
+                return record
+            time.sleep(0.02)
+        return None
+
+    def _measure(self, strategy, rate, plan, ids, records, targets, cost) -> Run:
+        killed = {t.activation_id for t in targets if t.killed_at is not None}
+        lost = 0
+        durations: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        for aid, (workload, seed), record in zip(ids, plan, records):
+            ok = record is not None and record["response"]["success"] and \
+                answer(record["response"]["result"]) == self.answer(workload, seed)
+            lost += not ok
+            if record is not None:
+                durations[workload].append((aid, (record["end"] - record["start"]) / 1000))
+        stored = Counter(r["activationId"] for r in self.service.activations.list(
+            self.identity.namespace, since=min(r["start"] for r in records if r), docs=False))
+        duplicated = sum(n - 1 for aid, n in stored.items() if aid in set(ids))
+        recovery: dict[str, list[float]] = {}
+        for workload, items in durations.items():
+            spared = [d for aid, d in items if aid not in killed]
+            median = statistics.median(spared) if spared else 0.0
+            recovery[workload] = [max(0.0, d - median) for aid, d in items if aid in killed]
+        done = [r for r in records if r]
+        makespan = (max(r["end"] for r in done) - min(r["start"] for r in done)) / 1000
+        return Run(strategy, rate, len(ids), makespan, cost, len(killed), lost, duplicated, recovery,
+                   {w: [d for _, d in items] for w, items in durations.items()})
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def print_run(run: Run, baseline: Run) -> None:
+    per = " ".join(f"{w}={statistics.fmean(v) * 1000:5.0f}" if v else f"{w}=    -" for w, v in run.recovery_s.items())
+    print(f"{run.strategy:>19} {run.rate:5.0%} n={run.invocations:<4} kills={run.kills:<3} "
+          f"recovery={run.mean_recovery_s * 1000:6.0f} ms ({per}) makespan={run.makespan_s:6.2f} s "
+          f"({run.makespan_s / baseline.makespan_s:4.2f}x) cost=${run.cost_usd:.5f} "
+          f"({run.cost_usd / baseline.cost_usd:4.2f}x) lost={run.lost} dup={run.duplicated}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--invocations", type=int, default=100)
+    parser.add_argument("--rates", default="0,0.15,0.5", help="failure rates of the canary/retry sweep")
+    parser.add_argument("--quick", action="store_true", help="fewer invocations and runs (a smoke run)")
+    args = parser.parse_args(argv)
+    invocations = 24 if args.quick else args.invocations
+    rates = [float(r) for r in args.rates.split(",")]
+    others = [0.15] if args.quick else [0.15, 0.5]
+    scaling = [(12, 0.05), (24, 0.1)] if args.quick else [(25, 0.05), (50, 0.1), (100, 0.2)]
+    OUT.mkdir(exist_ok=True)
+    started = time.monotonic()
+
+    print("== 10 MB checkpoint write / restore (embedded store) ==", flush=True)
+    checkpoint_results = canary_checkpoint.measure_checkpoint_latency(repeats=10 if args.quick else 20)
+    checkpoint_ok = canary_checkpoint.report(checkpoint_results, 10 * 1024 * 1024)
+
+    workdir = Path(tempfile.mkdtemp(prefix="owx-bench-canary-"))
+    bench = Bench(workdir)
+    runs: list[Run] = []
+    try:
+        print(f"== failure-free run (retry, 0%), {invocations} invocations ==", flush=True)
+        for workload in WORKLOADS:  # the failure-free answers, computed outside the platform
+            for seed in range(SEEDS):
+                bench.answer(workload, seed)
+        baseline = bench.run("retry", 0.0, invocations)
+        bench.expected_s = {w: statistics.median(d) for w, d in baseline.durations.items()}
+        runs.append(baseline)
+        print_run(baseline, baseline)
+        print("== strategies under failures ==", flush=True)
+        plan = [(s, r) for r in rates for s in ("dynamic", "retry") if (s, r) != ("retry", 0.0)]
+        plan += [(s, r) for r in others for s in ("aggressive", "lenient", "request-replication", "active-standby")]
+        for strategy, rate in sorted(plan, key=lambda p: (p[1], p[0] != "dynamic")):
+            run = bench.run(strategy, rate, invocations)
+            runs.append(run)
+            print_run(run, baseline)
+        print("== scaling: invocations and failure rate together ==", flush=True)
+        scaled: list[Run] = []
+        for count, rate in scaling:
+            for strategy in ("dynamic", "retry"):
+                run = bench.run(strategy, rate, count)
+                scaled.append(run)
+                print_run(run, baseline)
+    finally:
+        bench.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    paths = canary_plots.draw(runs, scaled, baseline, OUT)
+    print("plots: " + ", ".join(str(p) for p in paths))
+    return report(runs + scaled, baseline, checkpoint_ok, time.monotonic() - started)
+
+
+def report(runs: list[Run], baseline: Run, checkpoint_ok: bool, elapsed: float) -> int:
+    def find(strategy: str, rate: float) -> Run | None:
+        return next((r for r in runs if r.strategy == strategy and r.rate == rate and r.invocations
+                     == baseline.invocations), None)
+
+    canary, retry = find("dynamic", 0.15), find("retry", 0.15)
+    results = []
+    if canary and retry and retry.mean_recovery_s > 0:
+        ratio = canary.mean_recovery_s / retry.mean_recovery_s
+        results.append((f"recovery time at 15% <= 20% of retry's: {ratio:.0%} "
+                        f"({canary.mean_recovery_s * 1000:.0f} vs {retry.mean_recovery_s * 1000:.0f} ms)", ratio <= 0.2))
+    if canary:
+        ratio = canary.makespan_s / baseline.makespan_s
+        results.append((f"makespan at 15% <= 1.10x failure-free: {ratio:.2f}x", ratio <= 1.10))
+    lost, duplicated = sum(r.lost for r in runs), sum(r.duplicated for r in runs)
+    results.append((f"0 lost and 0 duplicated results in {len(runs)} runs: lost={lost} duplicated={duplicated}",
+                    lost == 0 and duplicated == 0))
+    results.append(("10 MB checkpoint write and restore <= 50 ms each (see above)", checkpoint_ok))
+    print(f"== goals ({elapsed:.0f} s) ==")
+    for text, passed in results:
+        print(f"  {'PASS' if passed else 'FAIL'}  {text}")
+    return 0 if all(passed for _, passed in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The four stateful workloads of ``owx bench canary``, as action source code.
+
+Each action checkpoints through the Canary API (the iterative solver implicitly, the
+others explicitly at state boundaries), writes its pid to ``<dir>/pids/<activation id>``
+so the fault injector can find it, and returns a result that depends only on its
+parameters — so a resumed execution must give exactly the failure-free answer.
+
+* ``solver``      Jacobi iterations on a diagonally dominant linear system (NumPy);
+* ``webservice``  a sequence of idempotent queries against a SQLite database;
+* ``compress``    zlib compression of generated text files, chunk by chunk;
+* ``bfs``         breadth-first search over a generated random graph, level by level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+PID_FILE = '''
+import os
+
+def _announce(directory):
+    pids = os.path.join(directory, "pids")
+    name = os.environ.get("__OW_ACTIVATION_ID", "local")
+    tmp = os.path.join(pids, ".%s.%d" % (name, os.getpid()))
+    with open(tmp, "w") as out:
+        out.write(str(os.getpid()))
+    os.replace(tmp, os.path.join(pids, name))
+'''
+
+SOLVER = PID_FILE + '''
+import numpy as np
+from owx.canary.checkpoint import Checkpointer
+
+def main(args):
+    _announce(args["dir"])
+    n, iterations, seed = args.get("n", 400), args.get("iterations", 3000), args["seed"]
+    rng = np.random.default_rng(seed)
+    a = rng.random((n, n))
+    a[np.diag_indices(n)] = a.sum(axis=1) + 1.0
+    b = rng.random(n)
+    d = np.diag(a).copy()
+    r = a - np.diag(d)
+    with Checkpointer.from_env() as ckpt:
+        restored = ckpt.restore()
+        state = restored["state"] if restored else {"k": 0, "x": np.zeros(n)}
+        ckpt.register("state", state)
+        ckpt.start_auto()
+        while state["k"] < iterations:
+            x = (b - r @ state["x"]) / d
+            with ckpt.lock:
+                state["x"], state["k"] = x, state["k"] + 1
+        ckpt.stop_auto()
+    residual = float(np.linalg.norm(a @ state["x"] - b))
+    return {"checksum": round(float(state["x"].sum()), 9), "residual": round(residual, 12),
+            "resumed": restored["state"]["k"] if restored else 0}
+'''
+
+WEBSERVICE = PID_FILE + '''
+import os, random, sqlite3
+from owx.canary.checkpoint import Checkpointer
+
+def main(args):
+    _announce(args["dir"])
+    db = sqlite3.connect(os.path.join(args["dir"], "shop-%s.db" % args["key"]), isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=OFF")
+    db.execute("CREATE TABLE IF NOT EXISTS orders (step INTEGER PRIMARY KEY, item INTEGER, qty INTEGER, price REAL)")
+    db.execute("CREATE TABLE IF NOT EXISTS stock (item INTEGER PRIMARY KEY, sold INTEGER)")
+    requests, seed = args.get("requests", 900), args["seed"]
+    with Checkpointer.from_env() as ckpt:
+        state = ckpt.restore() or {"step": 0, "digest": 0, "revenue": 0.0}
+        resumed = state["step"]
+        while state["step"] < requests:
+            step = state["step"]
+            rng = random.Random(seed * 100003 + step)
+            item, qty, price = rng.randrange(50), rng.randrange(1, 5), round(rng.uniform(1, 100), 2)
+            db.execute("BEGIN")
+            db.execute("INSERT OR REPLACE INTO orders VALUES (?, ?, ?, ?)", (step, item, qty, price))
+            sold = db.execute("SELECT COALESCE(SUM(qty), 0) FROM orders WHERE item = ? AND step <= ?",
+                              (item, step)).fetchone()[0]
+            db.execute("INSERT OR REPLACE INTO stock VALUES (?, ?)", (item, sold))
+            top = db.execute("SELECT item FROM orders WHERE step <= ? GROUP BY item ORDER BY SUM(qty * price) DESC, "
+                             "item LIMIT 1", (step,)).fetchone()[0]
+            db.execute("COMMIT")
+            state["digest"] = (state["digest"] * 31 + sold * 7 + top) % 1000000007
+            state["revenue"] = round(state["revenue"] + qty * price, 2)
+            state["step"] = step + 1
+            if state["step"] % 25 == 0:
+                ckpt.save("request-%d" % state["step"], **state)
+    db.close()
+    return {"digest": state["digest"], "revenue": state["revenue"], "resumed": resumed}
+'''
+
+COMPRESS = PID_FILE + '''
+import random, zlib
+from owx.canary.checkpoint import Checkpointer
+
+WORDS = ["owx", "canary", "function", "state", "replica", "checkpoint", "node", "graph", "solver", "request",
+         "memory", "cgroup", "failure", "recovery", "latency", "throughput", "zlib", "stream", "block", "commit"]
+
+def main(args):
+    _announce(args["dir"])
+    files, size, seed = args.get("files", 28), args.get("size", 96 * 1024), args["seed"]
+    with Checkpointer.from_env() as ckpt:
+        state = ckpt.restore() or {"file": 0, "out": 0, "crc": 0}
+        resumed = state["file"]
+        while state["file"] < files:
+            rng = random.Random(seed * 7919 + state["file"])
+            text = " ".join(rng.choices(WORDS, k=size // 7)).encode()
+            packed = zlib.compress(text, 9)
+            state["out"] += len(packed)
+            state["crc"] = zlib.crc32(packed, state["crc"])
+            state["file"] += 1
+            ckpt.save("file-%d" % state["file"], **state)
+    return {"out": state["out"], "crc": state["crc"], "resumed": resumed}
+'''
+
+BFS = PID_FILE + '''
+import numpy as np
+from owx.canary.checkpoint import Checkpointer
+
+def main(args):
+    _announce(args["dir"])
+    n, degree, seed = args.get("nodes", 100000), args.get("degree", 4), args["seed"]
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, n * degree)
+    dst = rng.integers(0, n, n * degree)
+    order = np.argsort(src, kind="stable")
+    targets = dst[order].tolist()
+    starts = np.searchsorted(src[order], np.arange(n + 1)).tolist()
+    with Checkpointer.from_env() as ckpt:
+        state = ckpt.restore() or {"depth": 0, "frontier": [0], "seen": bytearray(n), "reached": 1, "sum": 0}
+        resumed = state["depth"]
+        seen = state["seen"]
+        seen[0] = 1
+        while state["frontier"]:
+            following = []
+            for v in state["frontier"]:
+                for w in targets[starts[v]:starts[v + 1]]:
+                    if not seen[w]:
+                        seen[w] = 1
+                        following.append(w)
+            state["depth"] += 1
+            state["reached"] += len(following)
+            state["sum"] = (state["sum"] + state["depth"] * len(following)) % 1000000007
+            state["frontier"] = following
+            ckpt.save("level-%d" % state["depth"], **state)
+    return {"reached": state["reached"], "depth": state["depth"], "sum": state["sum"], "resumed": resumed}
+'''
+
+WORKLOADS: dict[str, str] = {"solver": SOLVER, "webservice": WEBSERVICE, "compress": COMPRESS, "bfs": BFS}
+CHECKPOINT_MODE = {"solver": "implicit", "webservice": "explicit", "compress": "explicit", "bfs": "explicit"}
+
+
+def expected(workload: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The failure-free answer, computed here by the same code without a checkpoint store."""
+    namespace: dict[str, Any] = {}
+    exec(compile(WORKLOADS[workload], f"<{workload}>", "exec"), namespace)
+    with contextlib.redirect_stderr(io.StringIO()):
+        result = namespace["main"](dict(params))
+    result.pop("resumed", None)
+    return result
+
+
+def answer(result: dict[str, Any]) -> dict[str, Any]:
+    """The part of an action's result that must equal :func:`expected`."""
+    return {k: v for k, v in result.items() if k != "resumed"}

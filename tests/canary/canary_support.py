@@ -1,0 +1,143 @@
+"""Shared by the Canary core/recovery tests: a real gateway with N nodes, stateful actions, kills."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import requests
+
+from owx.config import Settings
+from owx.gateway.platform.types import ContainerInfo
+from owx.gateway.server import GatewayServer
+from owx.gateway.service import Gateway
+
+# A stateful action in explicit mode: sums i*i over `steps` steps, a checkpoint after each.
+COUNTER = '''
+import os, time
+from owx.canary.checkpoint import Checkpointer
+
+def main(args):
+    steps, delay = args.get("steps", 20), args.get("delay", 0.05)
+    with Checkpointer.from_env() as ckpt:
+        state = ckpt.restore() or {"i": 0, "total": 0}
+        resumed_at = state["i"]
+        while state["i"] < steps:
+            time.sleep(delay)
+            state["total"] += state["i"] * state["i"]
+            state["i"] += 1
+            ckpt.save("step-%d" % state["i"], **state)
+            if args.get("oom_at") == state["i"] and ckpt.restored is None:
+                hog = [bytearray(16 * 2**20) for _ in range(64)]  # a transient spike over the limit
+    return {"total": state["total"], "resumed_at": resumed_at, "pid": os.getpid(),
+            "warnings": len(ckpt.warnings)}
+'''
+
+
+def expected_total(steps: int) -> int:
+    return sum(i * i for i in range(steps))
+
+
+@dataclass
+class CanaryGateway:
+    url: str
+    auth: str
+    namespace: str
+    service: Gateway
+    server: GatewayServer
+    workdir: Path
+
+    def session(self) -> requests.Session:
+        session = requests.Session()
+        session.auth = tuple(self.auth.split(":", 1))  # type: ignore[assignment]
+        return session
+
+    def api(self, path: str) -> str:
+        return f"{self.url}/api/v1/namespaces/_/{path}"
+
+    @property
+    def platform(self):
+        return self.service.runner
+
+    @property
+    def core(self):
+        return self.service.extensions["canary"]
+
+    def put_action(self, http: requests.Session, code: str = COUNTER, canary: Any = None,
+                   memory: int = 128, name: str | None = None, **extra: Any) -> str:
+        name = name or f"act-{uuid.uuid4().hex[:8]}"
+        body: dict[str, Any] = {"exec": {"kind": "python:3", "code": code}, "limits": {"memory": memory}}
+        if canary is not None:
+            body["annotations"] = [{"key": "canary", "value": canary}]
+        body.update(extra)
+        response = http.put(self.api(f"actions/{name}"), json=body)
+        assert response.status_code == 200, response.text
+        return name
+
+    def wait_record(self, http: requests.Session, activation_id: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            response = http.get(self.api(f"activations/{activation_id}"))
+            if response.status_code == 200:
+                return response.json()
+            time.sleep(0.05)
+        raise TimeoutError(f"no record for {activation_id}")
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def start_canary_gateway(**overrides: Any) -> CanaryGateway:
+    """A gateway on a free port with its own data dir and cgroup root (stopped by the caller)."""
+    workdir = Path(tempfile.mkdtemp(prefix="owx-canary-gw-"))
+    tag = workdir.name[-8:]
+    overrides.setdefault("stem_cells", 0)
+    settings = Settings(data_dir=workdir / "data", port=0, cgroup_root=f"owx-test-canary-{tag}", **overrides)
+    service = Gateway.open(settings)
+    identity = service.default_identity()
+    server = GatewayServer(service, "127.0.0.1", 0)
+    server.start_background()
+    return CanaryGateway(f"http://127.0.0.1:{server.port}", identity.auth, identity.namespace, service, server,
+                         workdir)
+
+
+def annotation(record: dict[str, Any], key: str) -> Any:
+    return next((a["value"] for a in record["annotations"] if a["key"] == key), None)
+
+
+def busy_containers(gw: CanaryGateway, action: str) -> list[ContainerInfo]:
+    return [c for c in gw.platform.containers()
+            if c.in_flight > 0 and c.state in ("warm", "claimed") and f"/{action}@" in (c.action_key or "")]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def checkpoints_of(gw: CanaryGateway, function_id: str) -> int:
+    from owx.canary.checkpoint import open_checkpoint_store
+
+    with open_checkpoint_store(gw.core.store_url) as store:
+        history = store.history(function_id)
+    return history[0].seq if history else 0
+
+
+def kill_running(gw: CanaryGateway, action: str, activation_id: str, after_checkpoints: int = 3) -> float:
+    """SIGKILL the container running ``activation_id`` once it has checkpointed; the kill time."""
+    wait_until(lambda: checkpoints_of(gw, activation_id) >= after_checkpoints, what="checkpoints")
+    container = wait_until(lambda: busy_containers(gw, action), what="a busy container")[0]
+    killed_at = time.time()
+    os.kill(container.pid, signal.SIGKILL)
+    return killed_at
