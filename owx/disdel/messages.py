@@ -33,7 +33,7 @@ class TrainParams(_Message):
     job_id: str
     model: ModelRef
     shard: str
-    init_weights: str
+    init_weights: str | None = Field(None, description="None: the model's own seeded initial weights")
     out_weights: str
     progress: str = Field(description="file rewritten after every epoch (epoch, loss)")
     epochs: int = Field(ge=1)

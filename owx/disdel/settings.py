@@ -24,8 +24,6 @@ class DisdelSettings(BaseSettings):
     unit_price_gb_s: float = Field(0.0000166667, gt=0, description="μ: price of one GB-second of action time")
     history_margin: float = Field(1.5, ge=1.0, description="timeout = margin x the time history predicts")
     min_timeout_ms: int = Field(30_000, ge=100)
-    calibration_safety: float = Field(1.05, ge=1.0, description="applied on top of the measured calibration factor")
-    memory_headroom: float = Field(1.15, ge=1.0, description="action memory limit = headroom x estimate")
     oom_growth: float = Field(1.5, gt=1.0, description="memory factor after an out-of-memory failure")
     timeout_growth: float = Field(2.0, gt=1.0, description="timeout factor after an out-of-time failure")
     max_attempts: int = Field(4, ge=1, description="attempts per action before the job fails")

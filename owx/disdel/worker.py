@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from owx.disdel import weights as weight_files
+from owx.disdel.estimator import EVAL_BATCH
 from owx.disdel.messages import (
     AggregateParams,
     AggregateResult,
@@ -101,7 +102,8 @@ def train(params: TrainParams) -> TrainResult:
         x, y = _load_shard(params.shard)
         phases["data_loaded"] = time.time()
         model = _model(params.model)
-        model.set_weights(weight_files.load(params.init_weights))
+        if params.init_weights:
+            model.set_weights(weight_files.load(params.init_weights))
         _reset_optimizer(model)
         ckpt = _checkpointer(params)
         done, losses = 0, []
@@ -166,7 +168,7 @@ def aggregate(params: AggregateParams) -> AggregateResult:
             model.set_weights(averaged)
             if params.evaluate:
                 x, y = _load_shard(params.evaluate)
-                loss, accuracy = (float(v) for v in model.evaluate(x, y, batch_size=256, verbose=0)[:2])
+                loss, accuracy = (float(v) for v in model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0)[:2])
             if params.save_model:
                 Path(params.save_model).parent.mkdir(parents=True, exist_ok=True)
                 model.save(params.save_model)

@@ -7,8 +7,9 @@ and lenient replication, and the baselines retry, request replication and
 active-standby — while a fault injector SIGKILLs the containers of a seeded random
 share of the invocations (the failure rate) at random moments of their run.
 
-Reported per run: mean recovery time of the failed invocations (their duration minus the
-median duration of the spared ones of the same workload), makespan against the
+Reported per run: mean recovery time of the failed invocations (from when the work lost
+to the failure was last secured — the restored checkpoint, or the start of the killed
+execution — until it was taken up again: see :func:`recovery_time`), makespan against the
 failure-free run (retry strategy at 0%: plain OpenWhisk), cost at $0.000017 per GB-s,
 lost and duplicated results. Plots like figures 6.3–6.10 of the Canary chapter go to
 ``bench-out/``. Goals (PASS/FAIL): recovery time <= 20% of retry's at 15%; makespan <=
@@ -142,30 +143,44 @@ class Bench:
         return None
 
     def _measure(self, strategy, rate, plan, ids, records, targets, cost) -> Run:
-        killed = {t.activation_id for t in targets if t.killed_at is not None}
+        killed = {t.activation_id: t for t in targets if t.killed_at is not None}
         lost = 0
-        durations: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        durations: dict[str, list[float]] = defaultdict(list)
+        recovery: dict[str, list[float]] = {w: [] for w in WORKLOADS}
         for aid, (workload, seed), record in zip(ids, plan, records):
             ok = record is not None and record["response"]["success"] and \
                 answer(record["response"]["result"]) == self.answer(workload, seed)
             lost += not ok
-            if record is not None:
-                durations[workload].append((aid, (record["end"] - record["start"]) / 1000))
+            if record is None:
+                continue
+            durations[workload].append((record["end"] - record["start"]) / 1000)
+            if ok and aid in killed:
+                recovery[workload].append(recovery_time(record["response"]["result"], killed[aid]))
+        own = set(ids)
         stored = Counter(r["activationId"] for r in self.service.activations.list(
-            self.identity.namespace, since=min(r["start"] for r in records if r), docs=False))
-        duplicated = sum(n - 1 for aid, n in stored.items() if aid in set(ids))
-        recovery: dict[str, list[float]] = {}
-        for workload, items in durations.items():
-            spared = [d for aid, d in items if aid not in killed]
-            median = statistics.median(spared) if spared else 0.0
-            recovery[workload] = [max(0.0, d - median) for aid, d in items if aid in killed]
+            self.identity.namespace, since=min(r["start"] for r in records if r)) if r["activationId"] in own)
+        duplicated = sum(n - 1 for n in stored.values())
         done = [r for r in records if r]
         makespan = (max(r["end"] for r in done) - min(r["start"] for r in done)) / 1000
-        return Run(strategy, rate, len(ids), makespan, cost, len(killed), lost, duplicated, recovery,
-                   {w: [d for _, d in items] for w, items in durations.items()})
+        return Run(strategy, rate, len(ids), makespan, cost, len(killed), lost, duplicated, recovery, dict(durations))
 
     def close(self) -> None:
         self.server.stop()
+
+
+def recovery_time(result: dict[str, Any], target: Target) -> float:
+    """Seconds from when the work lost to the failure was last secured until it was taken up again.
+
+    The work done since the restored checkpoint (since the start of the killed execution
+    without one) is lost and done again, so the function is back where it failed after
+    ``resumed - secured``: detection, restart on a replica or a new container, restore,
+    and re-execution. An answer from an execution that was not hit (request replication)
+    recovered nothing.
+    """
+    if result["resumed_time"] <= target.killed_at:
+        return 0.0
+    secured = result["restored_time"] or target.started_at
+    return max(0.0, result["resumed_time"] - secured)
 
 
 def print_run(run: Run, baseline: Run) -> None:

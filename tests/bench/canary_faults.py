@@ -29,6 +29,7 @@ class Target:
     fraction: float  # of the expected duration, after the activation announced itself
     expected_s: float
     killed_at: float | None = None
+    started_at: float | None = None  # when the killed execution announced itself
 
 
 def choose_targets(count: int, rate: float, seed: int) -> list[float | None]:
@@ -69,7 +70,7 @@ class FaultInjector:
                 pending.remove(target)
                 try:
                     os.kill(int(path.read_text()), signal.SIGKILL)
-                    target.killed_at = time.time()
+                    target.killed_at, target.started_at = time.time(), announced
                 except (ProcessLookupError, ValueError, FileNotFoundError):
                     pass  # finished before its moment: not a failure
 

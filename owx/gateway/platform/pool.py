@@ -393,7 +393,8 @@ class ContainerPool:
         except ProxyTimeout:
             container.kill("timeout")
             return slot, self._fail_slot(slot, spec, started, TIMEOUT_MESSAGE.format(ms=spec.timeout_ms), "timeout")
-        except ProxyUnreachable:
+        except ProxyUnreachable as exc:
+            log.info("init of %s on %s failed: %s", spec.key, container.id, exc)
             message, failure = self._death_message(container, INIT_EXITED_MESSAGE)
             return slot, self._fail_slot(slot, spec, started, message, failure)
         if not response.ok:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+# Refused: nothing listens yet; unreachable: a fresh container's address is not resolved on the bridge yet.
+RETRYABLE_CONNECT = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
 
 
 class ProxyUnreachable(ConnectionError):
@@ -33,15 +37,18 @@ class ProxyResponse:
 class ProxyClient:
     """Keep-alive connections to one proxy; safe for concurrent activations (one connection each).
 
-    ``connect_retry_s`` > 0 retries refused connections for that long: a Docker
-    container's proxy only listens some time after start.  The local backend hands
+    ``connect_retry_s`` > 0 retries refused or unroutable connections for that long
+    while ``alive()`` holds: a Docker container's proxy only listens some time after start.  The local backend hands
     the runtime an already-listening socket, so it never needs to retry.
     """
 
-    def __init__(self, host: str, port: int, connect_retry_s: float = 0.0) -> None:
+    def __init__(
+        self, host: str, port: int, connect_retry_s: float = 0.0, alive: Callable[[], bool] = lambda: True
+    ) -> None:
         self.host = host
         self.port = port
-        self._retry_refused_until = time.monotonic() + connect_retry_s
+        self._retry_until = time.monotonic() + connect_retry_s
+        self._alive = alive
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
@@ -102,17 +109,19 @@ class ProxyClient:
                 conn.connect()
                 conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 return conn
-            except ConnectionRefusedError as exc:
-                conn.close()
-                if time.monotonic() + 0.005 > min(deadline, self._retry_refused_until):
-                    raise ProxyUnreachable(f"connect {self.host}:{self.port}: {exc}") from exc
-                time.sleep(0.005)
-            except (socket.timeout, TimeoutError) as exc:
-                conn.close()
-                raise ProxyTimeout(f"connect {self.host}:{self.port} timed out") from exc
             except OSError as exc:
                 conn.close()
-                raise ProxyUnreachable(f"connect {self.host}:{self.port}: {exc}") from exc
+                if exc.errno not in RETRYABLE_CONNECT or isinstance(exc, (socket.timeout, TimeoutError)):
+                    raise _connect_error(self.host, self.port, exc) from exc
+                if time.monotonic() + 0.005 > min(deadline, self._retry_until) or not self._alive():
+                    raise ProxyUnreachable(f"connect {self.host}:{self.port}: {exc}") from exc
+                time.sleep(0.005)
+
+
+def _connect_error(host: str, port: int, exc: OSError) -> Exception:
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return ProxyTimeout(f"connect {host}:{port} timed out")
+    return ProxyUnreachable(f"connect {host}:{port}: {exc}")
 
 
 def _parse(status: int, raw: bytes) -> ProxyResponse:

@@ -114,7 +114,7 @@ class DockerContainer(Container):
         api.start(self.id)
         state = api.inspect_container(self.id)
         address = state["NetworkSettings"]["IPAddress"] or "127.0.0.1"
-        self.proxy = ProxyClient(address, RUNTIME_PORT, connect_retry_s=CONNECT_RETRY_S)
+        self.proxy = ProxyClient(address, RUNTIME_PORT, connect_retry_s=CONNECT_RETRY_S, alive=self.is_alive)
         self._watch(state["State"]["Pid"])
 
     def _signal_kill(self) -> None:

@@ -1,0 +1,110 @@
+"""Memory estimator: how much one training or aggregation action needs.
+
+    m_e = baseline + safety x ( per_layer x (layers - baseline_layers)
+          + 16 B x params                      weights, gradients, Adam's two moments
+          + 2 x 4 B x batch x activations      forward outputs kept for backprop + their gradients
+          + 2 x shard_samples x sample_bytes)  the loaded shard + the copy model.fit feeds from
+
+``baseline`` (the runtime with TensorFlow loaded and a tiny model trained one step) and
+``per_layer`` (graph and kernel state per layer, ~2.5 MB here) are *measured* once per
+runtime by :mod:`owx.disdel.calibration`; the structural factors above are what
+TensorFlow keeps (checked against cgroup peaks of small CNN / MobileNet / ResNet runs);
+``safety`` (default 1.15) covers allocator slack and tf.data's extra buffers on the
+model-dependent part (a 1.0 safety fell short by up to 5% on data-heavy shards).
+An aggregator holds every input model plus the average, plus the evaluation data
+and one forward pass over an evaluation batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from owx.disdel.model_profile import ModelProfile
+
+MB = 1024 * 1024
+BYTES_PER_PARAM = 16  # float32 weight + gradient + 2 Adam slots
+ACTIVATION_COPIES = 2
+DATA_COPIES = 2
+EVAL_BATCH = 256
+
+
+class RuntimeCalibration(BaseModel):
+    """Measured once per runtime (interpreter + TensorFlow version), cached under the data dir."""
+
+    runtime: str
+    baseline_bytes: int = Field(gt=0)
+    baseline_layers: int = Field(ge=0)
+    per_layer_bytes: int = Field(ge=0)
+    safety: float = Field(1.15, ge=1.0)
+    measured_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """An estimate and its parts, in bytes."""
+
+    baseline: int
+    graph: int
+    model_state: int
+    activations: int
+    data: int
+    inputs: int
+    safety: float
+
+    @property
+    def total(self) -> int:
+        variable = self.graph + self.model_state + self.activations + self.data + self.inputs
+        return int(self.baseline + self.safety * variable)
+
+    @property
+    def mb(self) -> int:
+        return -(-self.total // MB)
+
+    def breakdown(self) -> dict[str, int]:
+        return {"baseline": self.baseline, "graph": self.graph, "model_state": self.model_state,
+                "activations": self.activations, "data": self.data, "inputs": self.inputs, "total": self.total}
+
+
+class MemoryEstimator:
+    """Estimates per-action memory from a model profile and the runtime's calibration."""
+
+    def __init__(self, calibration: RuntimeCalibration) -> None:
+        self.calibration = calibration
+
+    def _graph(self, profile: ModelProfile) -> int:
+        extra_layers = max(0, profile.layers - self.calibration.baseline_layers)
+        return self.calibration.per_layer_bytes * extra_layers
+
+    def training(self, profile: ModelProfile, batch_size: int, shard_samples: int, sample_bytes: int) -> MemoryEstimate:
+        """One training action on ``shard_samples`` samples with mini-batches of ``batch_size``."""
+        batch = min(batch_size, max(1, shard_samples))
+        return MemoryEstimate(
+            baseline=self.calibration.baseline_bytes,
+            graph=self._graph(profile),
+            model_state=BYTES_PER_PARAM * profile.params,
+            activations=ACTIVATION_COPIES * 4 * batch * profile.activations_per_sample,
+            data=DATA_COPIES * shard_samples * sample_bytes,
+            inputs=0,
+            safety=self.calibration.safety,
+        )
+
+    def aggregation(self, profile: ModelProfile, fan_in: int, eval_samples: int, sample_bytes: int) -> MemoryEstimate:
+        """One aggregator averaging ``fan_in`` models (and evaluating on ``eval_samples``)."""
+        return MemoryEstimate(
+            baseline=self.calibration.baseline_bytes,
+            graph=self._graph(profile),
+            model_state=4 * profile.params,
+            activations=4 * min(EVAL_BATCH, eval_samples) * profile.activations_per_sample,
+            data=DATA_COPIES * eval_samples * sample_bytes,
+            inputs=(fan_in + 2) * profile.weights_bytes,  # the inputs, the average, per-tensor float64 sums
+            safety=self.calibration.safety,
+        )
+
+    def fan_in_limit(self, profile: ModelProfile, memory_max: int, eval_samples: int, sample_bytes: int) -> int:
+        """How many models one aggregator can hold within ``memory_max`` (0 if not even one)."""
+        fan_in = 0
+        while self.aggregation(profile, fan_in + 1, eval_samples, sample_bytes).total <= memory_max and fan_in < 4096:
+            fan_in += 1
+        return fan_in
