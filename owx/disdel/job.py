@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ModelName = Literal["small_cnn", "mobilenet", "resnet"]
 
@@ -75,9 +75,22 @@ class JobRequest(BaseModel):
     epochs: int = Field(ge=1, le=10_000)
     target_loss: float = Field(0.0, ge=0.0, description="ε: an action stops early once its loss is <= ε")
     expected_cost: float | None = Field(None, gt=0, description="e_cost, in the unit of the price μ")
+    eval_samples: int | None = Field(None, ge=1, description="held out for the final loss; default min(1000, 10%)")
     learning_rate: float = Field(1e-3, gt=0, le=10)
     seed: int = 0
     actions: int | None = Field(None, ge=2, le=256, description="force c_d instead of planning it")
+
+    @model_validator(mode="after")
+    def _enough_data(self) -> "JobRequest":
+        if isinstance(self.dataset, SyntheticDataset):
+            held_out = self.held_out(self.dataset.samples)
+            if self.dataset.samples - held_out < (self.actions or 2):
+                raise ValueError(f"{self.dataset.samples} samples leave too few for training after {held_out} held out")
+        return self
+
+    def held_out(self, samples: int) -> int:
+        """Samples kept for evaluating the final model (the last ones of the dataset)."""
+        return self.eval_samples if self.eval_samples is not None else max(1, min(1000, samples // 10))
 
     def signature(self) -> str:
         """Identity of (model, data, batch) used to look up execution history."""

@@ -29,7 +29,15 @@ class DisdelSettings(BaseSettings):
     max_attempts: int = Field(4, ge=1, description="attempts per action before the job fails")
     cluster_size: int = Field(4, ge=2, description="training actions per level-1 aggregator (at most)")
     sync_every: int = Field(1, ge=0, description="epochs between model averages; 0 = once at the end (the paper)")
+    pool_memory_mb: int | None = Field(None, ge=128, description="container pool memory; default "
+                                       "OWX_USER_MEMORY_MB x OWX_NODES, as the gateway runs with")
     poll_s: float = Field(0.5, gt=0)
 
     def root(self) -> Path:
         return self.shared_dir or Settings().data_dir / "disdel"
+
+    def pool_memory(self) -> int:
+        if self.pool_memory_mb is not None:
+            return self.pool_memory_mb
+        settings = Settings()
+        return settings.user_memory_mb * settings.nodes

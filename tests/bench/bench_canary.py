@@ -86,7 +86,7 @@ class Bench:
         (self.data / "pids").mkdir(parents=True)
         for path in (self.data, self.data / "pids"):
             os.chmod(path, 0o777)
-        settings = Settings(data_dir=workdir / "gw", port=0, nodes=2, user_memory_mb=2048, stem_cells=1,
+        settings = Settings(data_dir=workdir / "gw", port=0, nodes=2, user_memory_mb=4096, stem_cells=1,
                             concurrent_invocations=4, cgroup_root=f"owx-bench-canary-{os.getpid()}")
         self.service = Gateway.open(settings)
         self.identity = self.service.default_identity()
@@ -211,11 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="owx-bench-canary-"))
     bench = Bench(workdir)
     runs: list[Run] = []
+    scaled: list[Run] = []
     try:
-        print(f"== failure-free run (retry, 0%), {invocations} invocations ==", flush=True)
         for workload in WORKLOADS:  # the failure-free answers, computed outside the platform
             for seed in range(SEEDS):
                 bench.answer(workload, seed)
+        print("== warm-up (not measured) ==", flush=True)
+        for strategy in STRATEGIES:
+            bench.run(strategy, 0.0, 8)
+        print(f"== failure-free run (retry at 0%: plain OpenWhisk), {invocations} invocations ==", flush=True)
         baseline = bench.run("retry", 0.0, invocations)
         bench.expected_s = {w: statistics.median(d) for w, d in baseline.durations.items()}
         runs.append(baseline)
@@ -227,8 +231,11 @@ def main(argv: list[str] | None = None) -> int:
             run = bench.run(strategy, rate, invocations)
             runs.append(run)
             print_run(run, baseline)
+        print("== repeat of the failure-free run and Canary at 15% (makespan pair) ==", flush=True)
+        repeat = [bench.run("retry", 0.0, invocations), bench.run("dynamic", 0.15, invocations)]
+        for run in repeat:
+            print_run(run, baseline)
         print("== scaling: invocations and failure rate together ==", flush=True)
-        scaled: list[Run] = []
         for count, rate in scaling:
             for strategy in ("dynamic", "retry"):
                 run = bench.run(strategy, rate, count)
@@ -240,25 +247,26 @@ def main(argv: list[str] | None = None) -> int:
 
     paths = canary_plots.draw(runs, scaled, baseline, OUT)
     print("plots: " + ", ".join(str(p) for p in paths))
-    return report(runs + scaled, baseline, checkpoint_ok, time.monotonic() - started)
+    return report(runs, repeat, scaled, baseline, checkpoint_ok, time.monotonic() - started)
 
 
-def report(runs: list[Run], baseline: Run, checkpoint_ok: bool, elapsed: float) -> int:
-    def find(strategy: str, rate: float) -> Run | None:
-        return next((r for r in runs if r.strategy == strategy and r.rate == rate and r.invocations
-                     == baseline.invocations), None)
+def report(runs: list[Run], repeat: list[Run], scaled: list[Run], baseline: Run, checkpoint_ok: bool,
+           elapsed: float) -> int:
+    def find(strategy: str, rate: float) -> Run:
+        return next(r for r in runs if r.strategy == strategy and r.rate == rate)
 
     canary, retry = find("dynamic", 0.15), find("retry", 0.15)
     results = []
-    if canary and retry and retry.mean_recovery_s > 0:
-        ratio = canary.mean_recovery_s / retry.mean_recovery_s
-        results.append((f"recovery time at 15% <= 20% of retry's: {ratio:.0%} "
-                        f"({canary.mean_recovery_s * 1000:.0f} vs {retry.mean_recovery_s * 1000:.0f} ms)", ratio <= 0.2))
-    if canary:
-        ratio = canary.makespan_s / baseline.makespan_s
-        results.append((f"makespan at 15% <= 1.10x failure-free: {ratio:.2f}x", ratio <= 1.10))
-    lost, duplicated = sum(r.lost for r in runs), sum(r.duplicated for r in runs)
-    results.append((f"0 lost and 0 duplicated results in {len(runs)} runs: lost={lost} duplicated={duplicated}",
+    ratio = canary.mean_recovery_s / retry.mean_recovery_s if retry.mean_recovery_s else float("inf")
+    results.append((f"recovery time at 15% <= 20% of retry's: {ratio:.0%} "
+                    f"({canary.mean_recovery_s * 1000:.0f} vs {retry.mean_recovery_s * 1000:.0f} ms)", ratio <= 0.2))
+    pairs = [(baseline, canary), (repeat[0], repeat[1])]
+    ratio = sum(c.makespan_s for _, c in pairs) / sum(b.makespan_s for b, _ in pairs)
+    detail = ", ".join(f"{c.makespan_s:.1f}/{b.makespan_s:.1f} s" for b, c in pairs)
+    results.append((f"makespan at 15% <= 1.10x failure-free: {ratio:.2f}x (two pairs: {detail})", ratio <= 1.10))
+    every = runs + repeat + scaled
+    lost, duplicated = sum(r.lost for r in every), sum(r.duplicated for r in every)
+    results.append((f"0 lost and 0 duplicated results in {len(every)} runs: lost={lost} duplicated={duplicated}",
                     lost == 0 and duplicated == 0))
     results.append(("10 MB checkpoint write and restore <= 50 ms each (see above)", checkpoint_ok))
     print(f"== goals ({elapsed:.0f} s) ==")

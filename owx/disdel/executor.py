@@ -1,0 +1,373 @@
+"""Executor: runs one job's training and aggregation actions through the gateway.
+
+For every round (``sync_every`` epochs; one round when 0), c_d training actions run
+concurrently on their shards, each starting from the current global model; as soon as
+the training actions of a cluster are done, that cluster's level-1 aggregator averages
+their models (weighted by shard size), and higher levels follow as their inputs
+complete.  The top aggregator scores the averaged model on the held-out data and, in
+the last round, stores it as a Keras file.  Failed activations are classified, their
+limits raised, and retried; the retry resumes from the action's last epoch checkpoint.
+
+Why rounds: the paper averages once, after all epochs.  Measured here, one-shot
+averaging of two small CNNs trained independently from the same initial weights gave
+a held-out loss of 0.77 against 0.06 for either model alone; averaging after every
+epoch matched a single model's loss.  ``sync_every: 0`` restores the paper's behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from owx.disdel import data
+from owx.disdel import weights as weight_files
+from owx.disdel.estimator import MemoryEstimator, RuntimeCalibration
+from owx.disdel.failures import FailureManager, LimitsExhausted, classify
+from owx.disdel.gateway import Gateway
+from owx.disdel.history import FailureRecord, HistoryRecord, HistoryStore
+from owx.disdel.job import JobRequest, SyntheticDataset
+from owx.disdel.limits import PlatformLimits
+from owx.disdel.messages import AggregateInput, AggregateParams, AggregateResult, ModelRef, TrainParams, TrainResult
+from owx.disdel.model_profile import profile_model
+from owx.disdel.planner import Plan, PlanInputs, Planner
+from owx.disdel.settings import DisdelSettings
+from owx.disdel.state import (
+    ActionState,
+    ActivationInfo,
+    JobPaths,
+    JobResult,
+    JobState,
+    append_result,
+    save_state,
+)
+from owx.disdel.timeouts import TimeoutManager
+
+POLL_RECORD_S = 0.25
+
+
+class JobFailed(RuntimeError):
+    """The job cannot finish; the message is for the user."""
+
+
+def build_planner(settings: DisdelSettings, calibration: RuntimeCalibration, limits: PlatformLimits) -> Planner:
+    timeouts = TimeoutManager(limits, settings.unit_price_gb_s, settings.history_margin, settings.min_timeout_ms)
+    return Planner(MemoryEstimator(calibration), limits, timeouts, settings.cluster_size, settings.sync_every)
+
+
+class JobRunner:
+    """One job from planning to the stored model; ``run()`` blocks, ``snapshot()`` is thread-safe."""
+
+    def __init__(self, job: JobRequest, gateway: Gateway, settings: DisdelSettings, history: HistoryStore,
+                 calibration: RuntimeCalibration, limits: PlatformLimits,
+                 on_change: Callable[[JobState], None] | None = None) -> None:
+        self.job = job
+        self.gateway = gateway
+        self.settings = settings
+        self.history = history
+        self.limits = limits
+        self.planner = build_planner(settings, calibration, limits)
+        self.failures = FailureManager(limits, settings.oom_growth, settings.timeout_growth)
+        self.on_change = on_change
+        self.job_id = f"{job.name}-{secrets.token_hex(4)}"
+        self.paths = JobPaths(settings.root(), self.job_id).create()
+        self.state = JobState(job_id=self.job_id, name=job.name, job=job.model_dump(mode="json"))
+        self.action_names = {role: f"disdel-{self.job_id}-{role}" for role in ("train", "aggregate")}
+        self._limits: dict[str, tuple[int, int]] = {}
+        self._lock = threading.RLock()
+        self._stop_monitor = threading.Event()
+        self._changed()
+
+    # -- state -------------------------------------------------------------------------
+    def snapshot(self) -> JobState:
+        with self._lock:
+            return self.state.model_copy(deep=True)
+
+    def _changed(self) -> None:
+        with self._lock:
+            self.state.updated = time.time()
+            save_state(self.paths.state, self.state)
+            snapshot = self.state.model_copy(deep=True) if self.on_change else None
+        if self.on_change and snapshot is not None:
+            self.on_change(snapshot)
+
+    def _update_action(self, key: str, **fields: Any) -> None:
+        with self._lock:
+            action = self.state.actions[key]
+            for name, value in fields.items():
+                setattr(action, name, value)
+        self._changed()
+
+    # -- the job -----------------------------------------------------------------------
+    def run(self) -> JobState:
+        started = time.monotonic()
+        monitor = threading.Thread(target=self._monitor_progress, name=f"disdel-{self.job_id}-progress", daemon=True)
+        try:
+            plan, model_ref = self._prepare()
+            with self._lock:
+                self.state.plan = plan
+                self.state.status = "running"
+                for index in range(plan.actions):
+                    self.state.actions[f"t{index}"] = ActionState(key=f"t{index}", role="train", epochs=self.job.epochs)
+                for level, groups in enumerate(plan.tree, start=1):
+                    for group in range(len(groups)):
+                        self.state.actions[f"a{level}.{group}"] = ActionState(key=f"a{level}.{group}", role="aggregate")
+            self._changed()
+            self._deploy(plan)
+            monitor.start()
+            result = self._rounds(plan, model_ref, started)
+            with self._lock:
+                self.state.result = result
+                self.state.status = "succeeded"
+            self._learn(plan)
+        except Exception as exc:  # the job fails, the controller does not
+            with self._lock:
+                self.state.status = "failed"
+                self.state.message = str(exc) or type(exc).__name__
+        finally:
+            self._stop_monitor.set()
+            if monitor.is_alive():
+                monitor.join()
+            self._undeploy()
+            self._changed()
+        return self.snapshot()
+
+    def _prepare(self) -> tuple[Plan, ModelRef]:
+        """Data split and shards, the model's profile and initial weights, the plan."""
+        from owx.disdel.models import build_model
+
+        job = self.job
+        x, y = data.load(job.dataset)
+        classes = job.dataset.classes if isinstance(job.dataset, SyntheticDataset) else int(y.max()) + 1
+        info = data.DatasetInfo(len(y), tuple(int(d) for d in x.shape[1:]), classes)  # type: ignore[arg-type]
+        held_out = job.held_out(len(y))
+        if len(y) - held_out < (job.actions or 2):
+            raise JobFailed(f"{len(y)} samples leave too few for training after {held_out} held out")
+        data.write_npz(self.paths.eval_set, x[-held_out:], y[-held_out:])
+        ref = ModelRef(name=job.model, shape=info.shape, classes=classes, learning_rate=job.learning_rate, seed=job.seed)
+        model = build_model(ref.name, ref.shape, ref.classes, ref.seed, ref.learning_rate)
+        weight_files.save(self.paths.weights / "init.npz", model.get_weights())
+        profile = profile_model(model)
+        del model
+        plan = self.planner.plan(PlanInputs(job, info, profile, held_out, self.history.get(job.signature())))
+        data.write_shards(x[:-held_out], y[:-held_out], plan.actions, self.paths.dir)
+        return plan, ref
+
+    def _deploy(self, plan: Plan) -> None:
+        self._limits = {"train": (plan.train_memory_mb, plan.train_timeout_ms),
+                        "aggregate": (plan.aggregate_memory_mb, plan.aggregate_timeout_ms)}
+        for role, (memory, timeout) in self._limits.items():
+            self.gateway.deploy(self.action_names[role], role, self.settings.train_kind, memory, timeout)
+
+    def _undeploy(self) -> None:
+        for role, name in self.action_names.items():
+            if role in self._limits:
+                try:
+                    self.gateway.delete(name)
+                except Exception:  # best effort: the job's outcome is already decided
+                    pass
+
+    def _rounds(self, plan: Plan, ref: ModelRef, started: float) -> JobResult:
+        global_weights = str(self.paths.weights / "init.npz")
+        offset, eval_losses, top = 0, [], None
+        last_train: list[TrainResult] = []
+        cpus = os.cpu_count() or 1
+        for number, epochs in enumerate(plan.rounds):
+            with self._lock:
+                self.state.round = number
+            last_round = number == len(plan.rounds) - 1
+            top, last_train = self._round(plan, ref, number, epochs, offset, global_weights,
+                                          max(1, cpus // plan.concurrent), cpus, last_round)
+            eval_losses.append(top.eval_loss)
+            offset += max(len(t.losses) for t in last_train)
+            global_weights = top.weights
+            if top.model_path is not None:
+                break
+        assert top is not None
+        total = sum(t.samples for t in last_train)
+        with self._lock:
+            failed = sum(1 for a in self.state.activations if not a.success)
+        return JobResult(
+            model_path=top.model_path,
+            weights_path=top.weights,
+            eval_loss=top.eval_loss,
+            eval_accuracy=top.eval_accuracy,
+            train_loss=sum(t.loss * t.samples for t in last_train) / total,
+            epochs_run=offset,
+            rounds_run=len(eval_losses),
+            job_time_s=time.monotonic() - started,
+            failed_activations=failed,
+            round_eval_losses=eval_losses,
+        )
+
+    def _converged(self, results: list[TrainResult]) -> bool:
+        target = self.job.target_loss
+        return target > 0 and all(r.loss <= target for r in results)
+
+    def _round(self, plan: Plan, ref: ModelRef, number: int, epochs: int, offset: int, init: str,
+               threads: int, agg_threads: int, last_round: bool) -> tuple[AggregateResult, list[TrainResult]]:
+        nodes = plan.actions + sum(len(level) for level in plan.tree)
+        with ThreadPoolExecutor(max_workers=nodes, thread_name_prefix=f"disdel-{self.job_id}") as pool:
+            trainers: list[Future[TrainResult]] = [
+                pool.submit(self._train, plan, ref, number, index, epochs, offset, init, threads)
+                for index in range(plan.actions)
+            ]
+            below: list[Future[Any]] = list(trainers)
+            for level, groups in enumerate(plan.tree, start=1):
+                is_top = level == plan.levels
+                below = [pool.submit(self._aggregate, ref, number, level, group, [below[i] for i in members],
+                                     trainers if is_top else None, last_round, agg_threads)
+                         for group, members in enumerate(groups)]
+            top = below[0].result()
+            return top, [t.result() for t in trainers]
+
+    def _train(self, plan: Plan, ref: ModelRef, number: int, index: int, epochs: int, offset: int, init: str,
+               threads: int) -> TrainResult:
+        key = f"t{index}"
+        params = TrainParams(
+            key=f"r{number}-{key}", job_id=self.job_id, model=ref, shard=str(self.paths.dir / f"shard-{index}.npz"),
+            init_weights=init, out_weights=str(self.paths.weights / f"r{number}-{key}.npz"),
+            progress=str(self.paths.progress(key)), epochs=epochs, epoch_offset=offset,
+            batch_size=self.job.batch_size, target_loss=self.job.target_loss, threads=threads,
+            checkpoint_store=self.paths.checkpoint_store,
+        )
+        result = TrainResult.model_validate(self._call("train", key, number, params.model_dump(mode="json")))
+        last = number == len(plan.rounds) - 1 or self._converged([result])
+        self._update_action(key, status="succeeded" if last else "pending", epoch=offset + result.epochs_run,
+                            loss=result.loss, peak_bytes=result.peak_memory_bytes)
+        return result
+
+    def _aggregate(self, ref: ModelRef, number: int, level: int, group: int, children: list[Future[Any]],
+                   trainers: list[Future[TrainResult]] | None, last_round: bool, threads: int) -> AggregateResult:
+        inputs = [child.result() for child in children]
+        key = f"a{level}.{group}"
+        final = False
+        if trainers is not None:
+            final = last_round or self._converged([t.result() for t in trainers])
+        params = AggregateParams(
+            key=f"r{number}-{key}", job_id=self.job_id,
+            inputs=[AggregateInput(weights=i.weights, samples=i.samples) for i in inputs],
+            out_weights=str(self.paths.weights / f"r{number}-{key}.npz"),
+            model=ref if trainers is not None else None,
+            evaluate=str(self.paths.eval_set) if trainers is not None else None,
+            save_model=str(self.paths.model_file) if final else None,
+            threads=threads,
+        )
+        result = AggregateResult.model_validate(self._call("aggregate", key, number, params.model_dump(mode="json")))
+        self._update_action(key, status="succeeded", loss=result.eval_loss, peak_bytes=result.peak_memory_bytes)
+        return result
+
+    # -- one invocation, with retries ---------------------------------------------------
+    def _call(self, role: str, key: str, number: int, params: dict[str, Any]) -> dict[str, Any]:
+        name = self.action_names[role]
+        while True:
+            with self._lock:
+                memory, timeout = self._limits[role]
+                attempts = self.state.actions[key].attempts + 1
+            activation_id = self.gateway.invoke(name, params)
+            self._update_action(key, status="running", activation_id=activation_id, attempts=attempts)
+            record = self._wait(activation_id, timeout)
+            failure = classify(record)
+            result = (record.get("response") or {}).get("result") or {}
+            info = ActivationInfo(
+                key=key, round=number, role=role, activation_id=activation_id, memory_mb=memory, timeout_ms=timeout,
+                start=record.get("start"), end=record.get("end"), duration_ms=record.get("duration"),
+                success=failure is None, failure=None if failure is None else failure.cause,
+                peak_bytes=result.get("peak_memory_bytes") if failure is None else None,
+                samples=result.get("samples") if failure is None else None,
+            )
+            with self._lock:
+                self.state.activations.append(info)
+            append_result(self.paths.activations, {**info.model_dump(mode="json"), "result": result})
+            if failure is None:
+                return result
+            self._update_action(key, status="retrying")
+            if failure.cause == "error" or attempts >= self.settings.max_attempts:
+                self._update_action(key, status="failed")
+                raise JobFailed(f"{role} action {key} failed after {attempts} attempt(s): {failure.message}")
+            self._raise_limits(role, memory, timeout, failure)
+
+    def _raise_limits(self, role: str, memory: int, timeout: int, failure: Any) -> None:
+        """New limits for ``role`` after a failure at (memory, timeout); once for concurrent failures."""
+        with self._lock:
+            current_memory, current_timeout = self._limits[role]
+            if (failure.cause == "oom" and current_memory > memory) or (failure.cause == "timeout" and current_timeout > timeout):
+                return  # another action of this round already raised them
+            try:
+                adjusted = self.failures.adjust(failure, memory, timeout)
+            except LimitsExhausted as exc:
+                raise JobFailed(f"{role} action: {exc}") from None
+            self._limits[role] = (adjusted.memory_mb, adjusted.timeout_ms)
+        self.gateway.deploy(self.action_names[role], role, self.settings.train_kind, adjusted.memory_mb, adjusted.timeout_ms)
+        record = FailureRecord(kind=failure.cause, role=role, memory_mb=memory, timeout_ms=timeout)
+        new_limit = adjusted.memory_mb if failure.cause == "oom" else adjusted.timeout_ms
+        self.history.update(self.job.signature(), lambda h: h.with_failure(record, new_limit))
+
+    def _wait(self, activation_id: str, timeout_ms: int) -> dict[str, Any]:
+        deadline = time.monotonic() + 2 * timeout_ms / 1000 + 600  # queueing + the platform's own time limit
+        while time.monotonic() < deadline:
+            record = self.gateway.record(activation_id)
+            if record is not None:
+                return record
+            time.sleep(POLL_RECORD_S)
+        raise JobFailed(f"activation {activation_id} has no record long after its time limit")
+
+    # -- progress and history --------------------------------------------------------------
+    def _monitor_progress(self) -> None:
+        import json
+
+        while not self._stop_monitor.wait(self.settings.poll_s):
+            changed = False
+            with self._lock:
+                for key, action in self.state.actions.items():
+                    path = self.paths.progress(key)
+                    if action.role != "train" or not path.exists():
+                        continue
+                    try:
+                        progress = json.loads(path.read_text())
+                    except (OSError, ValueError):
+                        continue
+                    if progress["epoch"] > action.epoch:
+                        action.epoch, action.loss, changed = progress["epoch"], progress["loss"], True
+            if changed:
+                self._changed()
+
+    def _learn(self, plan: Plan) -> None:
+        """Record timings and peaks of this run for the next one with the same signature."""
+        import json
+
+        per_sample, startup, aggregate, peaks = [], [], [], []
+        for line in self.paths.activations.read_text().splitlines():
+            doc = json.loads(line)
+            if not doc["success"]:
+                continue
+            result = doc["result"]
+            if doc["role"] == "aggregate":
+                aggregate.append(doc["duration_ms"] / 1000)
+                continue
+            fit_s = result["phases"]["fit_done"] - result["phases"]["model_ready"]
+            trained = len(result["losses"]) - result["resumed_from_epoch"]
+            if trained > 0:
+                per_sample.append(fit_s / (result["samples"] * trained))
+            startup.append(max(0.0, doc["duration_ms"] / 1000 - fit_s))
+            if result.get("peak_memory_bytes"):
+                peaks.append(result["peak_memory_bytes"])
+
+        def change(record: HistoryRecord) -> HistoryRecord:
+            update = record.model_copy(deep=True)
+            update.runs += 1
+            if per_sample:
+                update.sec_per_sample_epoch = max(per_sample)
+                update.startup_s = max(startup)
+            if aggregate:
+                update.aggregate_s = max(aggregate)
+            if peaks:
+                update.peak_bytes_per_action = max(peaks)
+                update.samples_per_action = max(plan.shard_samples)
+            return update
+
+        self.history.update(self.job.signature(), change)

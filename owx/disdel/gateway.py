@@ -1,0 +1,48 @@
+"""DiSDeL's view of the gateway: deploy its actions, invoke them, read activation records.
+
+A thin layer over owx's SDK client (the OpenWhisk REST API), so DiSDeL works against
+any OpenWhisk-compatible endpoint: the actions are ordinary actions and every
+invocation shows in ``wsk activation list``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from owx.disdel.limits import PlatformLimits
+from owx.gateway.sdk import Client
+
+ACTION_MODULES = {"train": "owx.disdel.actions.train", "aggregate": "owx.disdel.actions.aggregate"}
+
+
+def action_code(role: str) -> str:
+    """The source of a DiSDeL action: the runtime has owx importable (process runtime and image)."""
+    return f"from {ACTION_MODULES[role]} import main  # noqa: F401\n"
+
+
+class Gateway:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @classmethod
+    def connect(cls, apihost: str | None = None, auth: str | None = None, namespace: str = "_") -> "Gateway":
+        """From explicit values, else ``__OW_API_HOST``/``__OW_API_KEY``, else ``~/.wskprops``."""
+        return cls(Client(apihost, auth, namespace))
+
+    def limits(self, pool_memory_mb: int) -> PlatformLimits:
+        response = self.client.session.get(f"{self.client.apihost}/api/v1", timeout=30)
+        response.raise_for_status()
+        return PlatformLimits.from_api(response.json(), pool_memory_mb)
+
+    def deploy(self, name: str, role: str, kind: str, memory_mb: int, timeout_ms: int) -> None:
+        self.client.put_action(name, action_code(role), kind=kind, limits={"memory": memory_mb, "timeout": timeout_ms},
+                               annotations={"disdel-role": role})
+
+    def invoke(self, name: str, params: dict[str, Any]) -> str:
+        return self.client.invoke_async(name, params)
+
+    def record(self, activation_id: str) -> dict[str, Any] | None:
+        return self.client.activation(activation_id)
+
+    def delete(self, name: str) -> None:
+        self.client.delete_action(name)
