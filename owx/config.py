@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     cgroup_root: str = "owx"
     action_user: str = "nobody"
     runtime_image: str = "owx/python-runtime:latest"
+    escra: bool = Field(False, description="run Escra's allocator and one agent per node inside the gateway")
 
     @property
     def entity_db(self) -> Path:

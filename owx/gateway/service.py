@@ -16,7 +16,7 @@ from owx.gateway.stores import ActivationStore, EntityStore, open_stores
 log = logging.getLogger(__name__)
 
 # Packages that extend the gateway: each module has ``install(gateway)``, called once at open.
-EXTENSIONS = ("owx.canary.gateway_extension",)
+EXTENSIONS = ("owx.canary.gateway_extension", "owx.escra_agent.gateway_extension")
 
 
 class Gateway:

@@ -113,6 +113,7 @@ class ContainerPool:
         self.settings = settings or PlatformSettings()
         self._slots: dict[str, Slot] = {}
         self._reserved = 0  # bytes of containers being created or destroyed
+        self._holds: dict[str, int] = {}  # memory held outside containers (Escra's OOM-rescue reserves)
         self._queue: deque[object] = deque()
         self._cond = threading.Condition()
         self._listeners: list[DeathListener] = []
@@ -199,6 +200,26 @@ class ContainerPool:
         with self._cond:
             self._cond.notify_all()
         return True
+
+    # Escra's PoolLedger: the pool's budget is the application's global memory limit.
+    def on_resize(self, container_id: str, memory_bytes: int) -> None:
+        """Escra wrote ``container_id``'s limit itself; account it (0: Escra stopped tracking it)."""
+        if memory_bytes > 0:
+            self.resize(container_id, memory_bytes, apply=False)
+
+    def on_hold(self, holder: str, memory_bytes: int) -> None:
+        """Account ``memory_bytes`` held by ``holder`` outside any container (0 releases it)."""
+        with self._cond:
+            if memory_bytes > 0:
+                self._holds[holder] = memory_bytes
+            else:
+                self._holds.pop(holder, None)
+            self._cond.notify_all()
+
+    def free_bytes(self) -> int:
+        """Budget not accounted to a container, a container being made, or a hold."""
+        with self._cond:
+            return max(0, self.budget_bytes - self._used())
 
     def containers(self) -> list[ContainerInfo]:
         """Every live container with its state, limit and cgroup path."""
@@ -356,7 +377,8 @@ class ContainerPool:
         )
 
     def _used(self) -> int:
-        return self._reserved + sum(slot.memory_bytes for slot in self._slots.values())
+        held = sum(self._holds.values())
+        return self._reserved + held + sum(slot.memory_bytes for slot in self._slots.values())
 
     # -- container start ---------------------------------------------------------------
     def _start_for(
