@@ -23,7 +23,7 @@ from owx.canary.core import CanaryCore
 from owx.canary.options import ANNOTATION, BadAnnotation, parse_options
 from owx.canary.tables import PLATFORM_NS, TABLES
 from owx.gateway.api.request_args import caller, gateway, model, namespace, paging
-from owx.gateway.errors import bad_request, not_found
+from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.names import parse_relative
 from owx.gateway.pipeline.records import new_id
 
@@ -95,7 +95,11 @@ def submit_job(ns: str):
     job_id = new_id()
     ids = [new_id() for _ in body.params]
     canary.expect_job(resolved.path.namespace, resolved, job_id, ids)
-    service.invoker.start_all(caller(), resolved, body.params, activation_ids=ids)
+    try:
+        service.invoker.start_all(caller(), resolved, body.params, activation_ids=ids)
+    except ApiError:
+        canary.forget_job(resolved.path.namespace, job_id, ids)
+        raise
     return jsonify(jobId=job_id, activationIds=ids), 202
 
 

@@ -99,6 +99,7 @@ class CanaryCore:
         self._options: dict[str, CanaryOptions] = {}  # by runtime key
         self._lock = threading.Lock()
         self.stats = {"commits": 0, "duplicates_discarded": 0, "recoveries": 0}
+        self._live_seen = set(platform.nodes)
         self.write_workers()
 
     # -- routing and admission -----------------------------------------------------------------
@@ -125,6 +126,13 @@ class CanaryCore:
             for fid in function_ids:
                 self._jobs[fid] = job_id
         self.tables.put(namespace, self._job_row(job_id, resolved, spec, options, function_ids))
+
+    def forget_job(self, namespace: str, job_id: str, function_ids: list[str]) -> None:
+        """A submitted job was refused after :meth:`expect_job` (rate limit): drop its traces."""
+        with self._lock:
+            for fid in function_ids:
+                self._jobs.pop(fid, None)
+        self.tables.store.delete(namespace, "canary.job_info", job_id)
 
     def fits_ever(self, resolved: ResolvedAction, count: int) -> bool:
         """Whether ``count`` functions of ``resolved`` fit the live nodes when nothing else runs."""
@@ -386,7 +394,12 @@ class CanaryCore:
         return store
 
     def _live_nodes(self) -> list[str]:
-        return [name for name, node in self.platform.nodes.items() if node.alive]
+        """Nodes taking work; ``worker_info`` follows their liveness."""
+        live = [name for name, node in self.platform.nodes.items() if node.alive]
+        if set(live) != self._live_seen:
+            self._live_seen = set(live)
+            self.write_workers()
+        return live
 
     def _roomiest(self, live: list[str]) -> str:
         return max(live or list(self.platform.nodes), key=self.capacity.free_mb)

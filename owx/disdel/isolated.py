@@ -69,23 +69,13 @@ def run_isolated(task: str, params: dict[str, Any], *, prefix: str = "owx-disdel
         group.destroy()
 
 
-def _baseline(params: dict[str, Any]) -> dict[str, Any]:
-    """The runtime with TensorFlow loaded and the smallest model trained for one step."""
-    import numpy as np
-
-    from owx.disdel.messages import ModelRef
-    from owx.disdel.worker import _model, _tensorflow
-
-    _tensorflow(int(params.get("threads", 0)))
-    model = _model(ModelRef(name="small_cnn", shape=(8, 8, 1), classes=2, learning_rate=1e-3))
-    model.fit(np.zeros((2, 8, 8, 1), np.float32), np.zeros(2, np.int32), batch_size=2, epochs=1, verbose=0)
-    return {"ok": True}
-
-
 def _main(task: str) -> None:
     params = json.loads(sys.stdin.read())
     if task == "baseline":
-        result = _baseline(params)
+        from owx.disdel.worker import baseline_probe
+
+        baseline_probe()
+        result = {"ok": True}
     else:
         from owx.disdel.actions import aggregate, train
 

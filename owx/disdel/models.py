@@ -8,6 +8,7 @@ imported on first use only.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 
@@ -79,6 +80,7 @@ BUILDERS: dict[str, Callable[[Any, Any, int], Any]] = {
 
 def build_model(name: str, shape: tuple[int, int, int], classes: int, seed: int = 0, learning_rate: float = 1e-3) -> Any:
     """A compiled Keras model (Adam, sparse categorical cross-entropy) with seeded weights."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
 
     if name not in BUILDERS:

@@ -90,7 +90,8 @@ class Planner:
     def _estimate(self, inputs: PlanInputs, actions: int) -> MemoryEstimate:
         train_samples = inputs.data.samples - inputs.eval_samples
         largest = math.ceil(train_samples / actions)
-        return self.estimator.training(inputs.profile, inputs.job.batch_size, largest, inputs.data.sample_bytes)
+        warm = len(_rounds(inputs.job.epochs, self.sync_every)) > 1
+        return self.estimator.training(inputs.profile, inputs.job.batch_size, largest, inputs.data.sample_bytes, warm)
 
     def choose_actions(self, inputs: PlanInputs) -> tuple[int, MemoryEstimate]:
         """c_d and the estimate for its shards (the paper's growth rule)."""

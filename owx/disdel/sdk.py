@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from owx.disdel import data
-from owx.disdel.calibration import load_or_measure
+from owx.disdel.calibration import gateway_probe, load_or_measure, local_probe, local_runtime_key
 from owx.disdel.executor import JobRunner, build_planner
 from owx.disdel.gateway import Gateway
+from owx.disdel.estimator import RuntimeCalibration
 from owx.disdel.history import HistoryStore, open_history
 from owx.disdel.job import JobRequest, load_job, parse_job
 from owx.disdel.limits import PlatformLimits
@@ -67,9 +68,16 @@ def submit(job: JobRequest | dict[str, Any] | str | Path, *, gateway: Gateway | 
     settings = settings or DisdelSettings()
     gateway = gateway or Gateway.connect(namespace=settings.namespace)
     limits = gateway.limits(settings.pool_memory())
-    calibration = load_or_measure(settings.root(), settings.cgroup_prefix)
+    calibration = calibrate(gateway, settings, limits)
     history = history or open_history(settings.root())
     return JobHandle(JobRunner(request, gateway, settings, history, calibration, limits, on_change))
+
+
+def calibrate(gateway: Gateway, settings: DisdelSettings, limits: PlatformLimits) -> RuntimeCalibration:
+    """The calibration of the gateway's runtime for DiSDeL's action kind (measured there once)."""
+    runtime = f"{settings.train_kind}@{gateway.client.apihost}"
+    probe = gateway_probe(gateway, settings.train_kind, limits.memory_max_mb)
+    return load_or_measure(settings.root(), runtime, probe)
 
 
 def status(job_id: str, settings: DisdelSettings | None = None) -> JobState:
@@ -79,7 +87,9 @@ def status(job_id: str, settings: DisdelSettings | None = None) -> JobState:
 
 def estimate(job: JobRequest | dict[str, Any] | str | Path, *, limits: PlatformLimits | None = None,
              settings: DisdelSettings | None = None, history: HistoryStore | None = None) -> Plan:
-    """The plan a job would run with (memory, actions, timeouts, aggregation tree), without running it."""
+    """The plan a job would run with (memory, actions, timeouts, aggregation tree), without running it.
+
+    Without a gateway the runtime is calibrated locally (child processes in cgroups)."""
     from owx.disdel.models import build_model
 
     request = _job(job)
@@ -87,7 +97,7 @@ def estimate(job: JobRequest | dict[str, Any] | str | Path, *, limits: PlatformL
     limits = limits or PlatformLimits.from_settings()
     info = data.describe(request.dataset)
     profile = profile_model(build_model(request.model, info.shape, info.classes, request.seed))
-    calibration = load_or_measure(settings.root(), settings.cgroup_prefix)
+    calibration = load_or_measure(settings.root(), local_runtime_key(), local_probe(settings.cgroup_prefix))
     record = (history or open_history(settings.root())).get(request.signature())
     planner = build_planner(settings, calibration, limits)
     return planner.plan(PlanInputs(request, info, profile, request.held_out(info.samples), record))

@@ -4,6 +4,28 @@ The paper's kernel hook reports, per CFS period, the quota, the unused runtime
 and whether the group was throttled.  Here one agent sample covers about one
 period (100 ms): ``used_us`` comes from ``cpuacct.usage`` and the throttle flag
 from the ``nr_throttled`` delta, both normalised to one 100 ms period.
+
+How the extracted formulas are read (units: runtime in µs per 100 ms period):
+
+* **Raise** (throttled in period t): ``q + (Σth/n) · (Υ/100) · (Ωl − Σq)``.
+  ``Ωl − Σq`` is the application's unallocated runtime and ``Σth/n`` the
+  share of the last n periods that were throttled (0..1).  Υ = 20 is read as a
+  *percentage*: a container throttled in every period of its window claims 20%
+  of what is unallocated per period, one throttle in a 10-period window 2%.
+  Read as a plain factor, Υ = 20 makes a single throttle in a 10-period window
+  claim 2× the unallocated runtime, i.e. all of it, so the limit would jump to
+  the application's whole budget on any throttle (a sawtooth, not the paper's
+  figure 2.2 where the limit stays just above usage).  Sustained throttling
+  grows the raise each period (the ratio climbs towards 1), so a step in
+  demand is followed within about a second.
+* **Lower** (the unused runtime of period t, ``q[t] − u[t]``, exceeds γ):
+  ``q − κ · Σ(q − u)/n``, applied in every such period.  γ = 0.2 is read as a
+  *fraction of the quota* (lower once more than 20% of the quota went unused),
+  like κ a dimensionless share; read in the stated unit of runtime (0.2 ms) it
+  would fire on every period with any unused runtime at all.  The paper gives
+  no lower bound; the quota is not cut below the usage just measured nor below
+  ``min_quota_us``, because the windowed mean lags behind a shrinking quota and
+  would otherwise overshoot below a steady load.
 """
 
 from __future__ import annotations
@@ -39,6 +61,11 @@ class CpuWindow:
         return bool(self.throttles) and self.throttles[-1] > 0
 
     @property
+    def last_unused_us(self) -> float:
+        """q[t] − u[t]: runtime left unused in the latest period, µs."""
+        return self.unused_us[-1] if self.unused_us else 0.0
+
+    @property
     def throttle_ratio(self) -> float:
         """Σ th[t] / n: the share of the last n periods that were throttled (0..1)."""
         return sum(self.throttles) / self.size
@@ -50,26 +77,13 @@ class CpuWindow:
 
 
 def next_quota(quota_us: int, window: CpuWindow, unallocated_us: int, params: AllocatorParams) -> int:
-    """The quota for the next period, in µs per 100 ms period.
-
-    Raise (throttled in the last period): ``q + (Σth/n) · Υ · (Ωl − Σq)``.  The
-    extracted formula writes the bracket as "Ωl − Σ C(i)q", i.e. the
-    application's *unallocated* runtime, and the raise can never exceed it, so
-    the result is capped there (with Υ = 20 one throttle in a 10-period window
-    claims all unallocated runtime; the shrink rule hands back what is unused).
-
-    Shrink (``Σ(q − u)/n > γ``, γ read in cores, i.e. as a fraction of one
-    period): ``q − κ · Σ(q − u)/n``, never below the last period's usage nor
-    ``min_quota_us`` — the paper does not say how low a quota may go; not
-    cutting below the usage just measured keeps a steady load unthrottled.
-    """
+    """The quota for the next period, in µs per 100 ms period (see the module docstring)."""
     if window.throttled_now:
         if unallocated_us <= 0:
             return quota_us
-        raise_us = window.throttle_ratio * params.upsilon * unallocated_us
-        return quota_us + int(min(raise_us, unallocated_us))
-    unused = window.mean_unused_us
-    if unused > params.gamma * CFS_PERIOD_US:
+        share = min(1.0, window.throttle_ratio * params.upsilon / 100)
+        return quota_us + int(share * unallocated_us)
+    if window.last_unused_us > params.gamma * quota_us:
         floor = max(params.min_quota_us, int(window.last_used_us))
-        return min(quota_us, max(floor, int(quota_us - params.kappa * unused)))
+        return min(quota_us, max(floor, int(quota_us - params.kappa * window.mean_unused_us)))
     return quota_us

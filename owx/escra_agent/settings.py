@@ -16,8 +16,8 @@ class AllocatorParams(BaseModel):
     (100_000 µs = one core); memory is bytes.
     """
 
-    upsilon: float = Field(20.0, gt=0, description="[Υ] gain of a throttled container's raise (dimensionless)")
-    gamma: float = Field(0.2, ge=0, description="[γ] windowed unused runtime, in cores, above which a quota shrinks")
+    upsilon: float = Field(20.0, gt=0, le=100, description="[Υ] % of the unallocated runtime a container throttled in every window period claims per period")
+    gamma: float = Field(0.2, ge=0, lt=1, description="[γ] share of its quota a container must leave unused in a period before the quota shrinks")
     kappa: float = Field(0.8, gt=0, le=1, description="[κ] share of the windowed unused runtime taken back per period")
     window: int = Field(10, ge=1, description="[n] periods in the sliding throttle/unused windows")
     sigma: float = Field(0.2, ge=0, lt=1, description="[σ] fraction of the global memory withheld for OOM events")

@@ -22,13 +22,18 @@ class GatewayServer:
         self.gateway = gateway
         self._server = create_server(create_app(gateway), host=host, port=port, threads=WSGI_THREADS,
                                      connection_limit=1000, channel_timeout=300, ident="owx")
+        self._closing = False
 
     @property
     def port(self) -> int:
         return self._server.effective_port  # type: ignore[attr-defined]
 
     def serve_forever(self) -> None:
-        self._server.run()
+        try:
+            self._server.run()
+        except OSError:
+            if not self._closing:  # stop() closed the listening socket under the loop
+                raise
 
     def start_background(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="owx-http", daemon=True)
@@ -36,6 +41,7 @@ class GatewayServer:
         return thread
 
     def stop(self) -> None:
+        self._closing = True
         self._server.close()
         self.gateway.close()
 

@@ -54,7 +54,8 @@ STRATEGIES = {  # name -> canary annotation fields
     "active-standby": {"fault_tolerance": "active-standby"},
 }
 SEEDS = 5
-INTERVAL_S = 0.1
+INTERVAL_S = 0.05
+MEMORY_MB = 512
 OUT = Path("bench-out")
 
 
@@ -102,7 +103,7 @@ class Bench:
         for strategy, fields in STRATEGIES.items():
             for workload, code in WORKLOADS.items():
                 canary = {"checkpoint": CHECKPOINT_MODE[workload], "interval_s": INTERVAL_S, **fields}
-                body = {"exec": {"kind": "python:3", "code": code}, "limits": {"memory": 256, "timeout": 120_000},
+                body = {"exec": {"kind": "python:3", "code": code}, "limits": {"memory": MEMORY_MB, "timeout": 120_000},
                         "annotations": [{"key": "canary", "value": canary}]}
                 response = self.http.put(f"{self.url}/actions/{workload}-{strategy}?overwrite=true", json=body)
                 response.raise_for_status()

@@ -46,9 +46,12 @@ def tracking(step_s: float, steps: int) -> dict:
     try:
         stack.wait_managed(1)
         sampler = Sampler([group]).start()
+        t0, demand = time.monotonic(), []  # (seconds, busy processes) at each step
         for step in range(steps):
             os.kill(procs[1].pid, signal.SIGSTOP if step % 2 == 0 else signal.SIGCONT)
+            demand.append((time.monotonic() - t0, 1 if step % 2 == 0 else 2))
             time.sleep(step_s)
+        demand.append((time.monotonic() - t0, demand[-1][1]))
         sampler.stop()
     finally:
         stack.close()
@@ -58,13 +61,14 @@ def tracking(step_s: float, steps: int) -> dict:
             proc.wait()
         group.destroy()
     ticks = sampler.ticks[0]
-    _plot_tracking(ticks)
+    _plot_tracking(ticks, demand)
     slack = [t.quota_cores - t.used_cores for t in ticks[10:]]
     throttled_share = sum(1 for t in ticks[10:] if t.used_cores >= 0.97 * t.quota_cores) / max(1, len(ticks) - 10)
-    return {"cpu_slack_p50": pct(slack, 50), "cpu_slack_p99": pct(slack, 99), "at_limit_share": throttled_share}
+    return {"cpu_slack_p50": pct(slack, 50), "cpu_slack_p99": pct(slack, 99), "at_limit_share": throttled_share,
+            "used_cores_mean": float(np.mean([t.used_cores for t in ticks[10:]]))}
 
 
-def _plot_tracking(ticks) -> None:
+def _plot_tracking(ticks, demand: list[tuple[float, int]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,10 +77,13 @@ def _plot_tracking(ticks) -> None:
     fig, ax = plt.subplots(figsize=(9, 3.5))
     ax.plot([t.t for t in ticks], [t.quota_cores for t in ticks], label="Escra CPU limit")
     ax.plot([t.t for t in ticks], [t.used_cores for t in ticks], label="CPU usage")
+    ax.step([t for t, _ in demand], [n for _, n in demand], where="post", linestyle=":", color="grey",
+            label="demand (busy processes; the node is shared)")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("cores")
     ax.set_title("Escra CPU tracking (demand steps between 1 and 2 busy cores)")
-    ax.legend()
+    ax.set_ylim(0, 2.6)  # the application's limit is 2 cores; room above for the legend
+    ax.legend(loc="upper left", ncol=3, fontsize="small")
     fig.tight_layout()
     fig.savefig(OUT / "escra_cpu_tracking.png", dpi=120)
     plt.close(fig)
@@ -230,7 +237,8 @@ def main() -> int:
     try:
         track = tracking(step_s=4.0, steps=5)
         print(f"\n== CPU tracking (fig 2.2) -> {OUT / 'escra_cpu_tracking.png'}")
-        print(f"   slack p50 {track['cpu_slack_p50']:.2f} cores, p99 {track['cpu_slack_p99']:.2f}; at limit {track['at_limit_share']:.0%} of periods")
+        print(f"   slack p50 {track['cpu_slack_p50']:.2f} cores, p99 {track['cpu_slack_p99']:.2f}; at limit {track['at_limit_share']:.0%} of periods; "
+              f"mean usage {track['used_cores_mean']:.2f} cores")
         results = {}
         for kind in args.workloads.split(","):
             results[kind] = compare(kind, args.duration, args.profile)

@@ -34,6 +34,18 @@ def _resumed(ckpt):
     """When this execution took up the work, and the time of the checkpoint it took it up from."""
     return {"resumed_time": time.time(), "restored_time": ckpt.restored.timestamp if ckpt.restored else None}
 
+def _every(ckpt):
+    """A clock that says when a checkpoint is due: at most one per checkpoint interval."""
+    last = [time.monotonic()]
+
+    def due():
+        now = time.monotonic()
+        if now - last[0] < ckpt.interval_s:
+            return False
+        last[0] = now
+        return True
+    return due
+
 def _done(directory, result):
     try:
         os.unlink(_pid_file(directory))  # the injector must not kill the container's next activation
@@ -48,7 +60,7 @@ from owx.canary.checkpoint import Checkpointer
 
 def main(args):
     _announce(args["dir"])
-    n, iterations, seed = args.get("n", 400), args.get("iterations", 3000), args["seed"]
+    n, iterations, seed = args.get("n", 400), args.get("iterations", 20000), args["seed"]
     rng = np.random.default_rng(seed)
     a = rng.random((n, n))
     a[np.diag_indices(n)] = a.sum(axis=1) + 1.0
@@ -82,10 +94,10 @@ def main(args):
     db.execute("PRAGMA synchronous=OFF")
     db.execute("CREATE TABLE IF NOT EXISTS orders (step INTEGER PRIMARY KEY, item INTEGER, qty INTEGER, price REAL)")
     db.execute("CREATE TABLE IF NOT EXISTS stock (item INTEGER PRIMARY KEY, sold INTEGER)")
-    requests, seed = args.get("requests", 900), args["seed"]
+    requests, seed = args.get("requests", 1600), args["seed"]
     with Checkpointer.from_env() as ckpt:
         state = ckpt.restore() or {"step": 0, "digest": 0, "revenue": 0.0}
-        resumed, timing = state["step"], _resumed(ckpt)
+        resumed, timing, due = state["step"], _resumed(ckpt), _every(ckpt)
         while state["step"] < requests:
             step = state["step"]
             rng = random.Random(seed * 100003 + step)
@@ -101,7 +113,7 @@ def main(args):
             state["digest"] = (state["digest"] * 31 + sold * 7 + top) % 1000000007
             state["revenue"] = round(state["revenue"] + qty * price, 2)
             state["step"] = step + 1
-            if state["step"] % 25 == 0:
+            if due():
                 ckpt.save("request-%d" % state["step"], **state)
     db.close()
     return _done(args["dir"], {"digest": state["digest"], "revenue": state["revenue"], "resumed": resumed, **timing})
@@ -116,10 +128,10 @@ WORDS = ["owx", "canary", "function", "state", "replica", "checkpoint", "node", 
 
 def main(args):
     _announce(args["dir"])
-    files, size, seed = args.get("files", 28), args.get("size", 96 * 1024), args["seed"]
+    files, size, seed = args.get("files", 60), args.get("size", 96 * 1024), args["seed"]
     with Checkpointer.from_env() as ckpt:
         state = ckpt.restore() or {"file": 0, "out": 0, "crc": 0}
-        resumed, timing = state["file"], _resumed(ckpt)
+        resumed, timing, due = state["file"], _resumed(ckpt), _every(ckpt)
         while state["file"] < files:
             rng = random.Random(seed * 7919 + state["file"])
             text = " ".join(rng.choices(WORDS, k=size // 7)).encode()
@@ -127,7 +139,8 @@ def main(args):
             state["out"] += len(packed)
             state["crc"] = zlib.crc32(packed, state["crc"])
             state["file"] += 1
-            ckpt.save("file-%d" % state["file"], **state)
+            if due():
+                ckpt.save("file-%d" % state["file"], **state)
     return _done(args["dir"], {"out": state["out"], "crc": state["crc"], "resumed": resumed, **timing})
 '''
 
@@ -137,7 +150,7 @@ from owx.canary.checkpoint import Checkpointer
 
 def main(args):
     _announce(args["dir"])
-    n, degree, seed = args.get("nodes", 100000), args.get("degree", 4), args["seed"]
+    n, degree, seed = args.get("nodes", 300000), args.get("degree", 4), args["seed"]
     rng = np.random.default_rng(seed)
     src = rng.integers(0, n, n * degree)
     dst = rng.integers(0, n, n * degree)
@@ -145,22 +158,27 @@ def main(args):
     targets = dst[order].tolist()
     starts = np.searchsorted(src[order], np.arange(n + 1)).tolist()
     with Checkpointer.from_env() as ckpt:
-        state = ckpt.restore() or {"depth": 0, "frontier": [0], "seen": bytearray(n), "reached": 1, "sum": 0}
-        resumed, timing = state["depth"], _resumed(ckpt)
-        seen = state["seen"]
+        state = ckpt.restore() or {"depth": 0, "frontier": [0], "pos": 0, "following": [], "seen": bytearray(n),
+                                   "reached": 1, "sum": 0}
+        resumed, timing, due = state["depth"], _resumed(ckpt), _every(ckpt)
+        frontier, following = list(state["frontier"]), list(state["following"])  # saved as int32 arrays
+        seen, pos = state["seen"], state["pos"]
         seen[0] = 1
-        while state["frontier"]:
-            following = []
-            for v in state["frontier"]:
+        while frontier:
+            for index in range(pos, len(frontier)):
+                v = frontier[index]
                 for w in targets[starts[v]:starts[v + 1]]:
                     if not seen[w]:
                         seen[w] = 1
                         following.append(w)
+                if index % 256 == 255 and due():
+                    state.update(pos=index + 1, frontier=np.asarray(frontier, np.int32),
+                                 following=np.asarray(following, np.int32))
+                    ckpt.save("level-%d" % state["depth"], **state)
             state["depth"] += 1
             state["reached"] += len(following)
             state["sum"] = (state["sum"] + state["depth"] * len(following)) % 1000000007
-            state["frontier"] = following
-            ckpt.save("level-%d" % state["depth"], **state)
+            frontier, following, pos = following, [], 0
     return _done(args["dir"], {"reached": state["reached"], "depth": state["depth"], "sum": state["sum"],
                                "resumed": resumed, **timing})
 '''

@@ -1,4 +1,4 @@
-"""CPU quota follows demand: up when throttled, down when slack."""
+"""CPU quota follows demand: up when throttled, down when slack, never above the global limit."""
 
 from __future__ import annotations
 
@@ -9,12 +9,49 @@ import time
 from conftest import wait_for
 from escra_procs import BUSY, IDLE, python
 
+from owx.escra_agent.cpu_policy import CpuWindow, next_quota
+from owx.escra_agent.messages import Sample
+from owx.escra_agent.settings import AllocatorParams
+
+PARAMS = AllocatorParams()  # Υ = 20 (%), γ = 0.2 (of the quota), κ = 0.8, n = 10
+
+
+def _window(*periods: tuple[int, int, bool]) -> CpuWindow:
+    """A window fed with (quota µs, used µs, throttled) per 100 ms period."""
+    window = CpuWindow(PARAMS.window)
+    for quota, used, throttled in periods:
+        sample = Sample(id="c", interval_us=100_000, periods=1, throttled_periods=int(throttled), throttled_us=0,
+                        used_us=used, cpu_quota_us=quota, memory_usage=0, memory_limit=-1)
+        window.push(sample, quota)
+    return window
+
+
+def test_raise_claims_throttle_ratio_times_upsilon_percent_of_unallocated():
+    once = _window(*[(50_000, 30_000, False)] * 9, (50_000, 50_000, True))
+    assert next_quota(50_000, once, 100_000, PARAMS) == 50_000 + 2_000  # 1/10 · 20% · 100 ms
+    always = _window(*[(50_000, 50_000, True)] * 10)
+    assert next_quota(50_000, always, 100_000, PARAMS) == 50_000 + 20_000  # 10/10 · 20%
+    assert next_quota(50_000, always, 0, PARAMS) == 50_000  # nothing unallocated: the quota stays
+    greedy = AllocatorParams(upsilon=100)
+    assert next_quota(50_000, always, 100_000, greedy) == 150_000  # never more than what is unallocated
+
+
+def test_lower_takes_kappa_of_windowed_unused_once_more_than_gamma_of_quota_is_idle():
+    idle = _window(*[(100_000, 40_000, False)] * 10)  # 60% of the quota unused in every period
+    assert next_quota(100_000, idle, 100_000, PARAMS) == 100_000 - 48_000  # κ · 60 ms
+    busy = _window(*[(100_000, 40_000, False)] * 9, (100_000, 85_000, False))  # last period: 15% unused < γ
+    assert next_quota(100_000, busy, 100_000, PARAMS) == 100_000
+    dipped = _window(*[(100_000, 10_000, False)] * 9, (100_000, 70_000, False))  # would cut below 70 ms just used
+    assert next_quota(100_000, dipped, 100_000, PARAMS) == 70_000
+    stopped = _window(*[(8_000, 0, False)] * 10)
+    assert next_quota(8_000, stopped, 100_000, PARAMS) == PARAMS.min_quota_us
+
 
 def test_quota_rises_when_throttled_and_falls_when_idle(local_escra, container):
-    allocator, agent = local_escra(cpu_cores=2.0, containers=8)  # eq. 2.1: 2 cores / 8 = 25 ms per period
+    allocator, agent = local_escra(cpu_cores=2.0, containers=20)  # eq. 2.1: 2 cores / 20 = 10 ms per period
     group, proc = container("c1", *python(BUSY))
     wait_for(lambda: "c1" in allocator.view().containers)
-    raised = wait_for(lambda: group.cpu_quota()[0] >= 80_000 and group.cpu_quota()[0], timeout=5)
+    raised = wait_for(lambda: group.cpu_quota()[0] >= 30_000 and group.cpu_quota()[0], timeout=8)
     assert raised <= 200_000  # never above the application's global limit
 
     os.kill(proc.pid, signal.SIGSTOP)  # demand drops to zero
@@ -24,6 +61,22 @@ def test_quota_rises_when_throttled_and_falls_when_idle(local_escra, container):
         assert allocator.view().apps["app"]["cpu_unallocated_us"] >= 190_000
     finally:
         os.kill(proc.pid, signal.SIGCONT)
+
+
+def test_quota_stays_just_above_a_steady_load(local_escra, container):
+    """A busy container's limit hugs its usage instead of jumping to the whole budget on a throttle."""
+    allocator, _ = local_escra(cpu_cores=2.0, containers=1)  # starts with both cores
+    group, _ = container("c1", *python(BUSY))
+    wait_for(lambda: "c1" in allocator.view().containers)
+    time.sleep(2.0)  # settle from the initial 2-core quota
+    quotas, start_ns, start = [], group.cpu().usage_ns, time.monotonic()
+    while time.monotonic() - start < 3.0:
+        quotas.append(group.cpu_quota()[0])
+        time.sleep(0.05)
+    used_cores = (group.cpu().usage_ns - start_ns) / 1e9 / (time.monotonic() - start)
+    mean_quota_cores = sum(quotas) / len(quotas) / 100_000
+    assert 0 <= mean_quota_cores - used_cores <= 0.25, (mean_quota_cores, used_cores)
+    assert max(quotas) <= 150_000  # one busy process never gets handed the whole 2-core budget
 
 
 def test_initial_limits_follow_equations_2_1_and_2_2(local_escra, container):

@@ -1,0 +1,143 @@
+"""Planner, timeout manager and failure manager on fixed inputs (no TensorFlow needed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from owx.disdel.data import DatasetInfo
+from owx.disdel.estimator import MB, MemoryEstimator, RuntimeCalibration
+from owx.disdel.failures import FailureManager, LimitsExhausted, classify
+from owx.disdel.history import FailureRecord, HistoryRecord
+from owx.disdel.job import parse_job
+from owx.disdel.limits import PlatformLimits
+from owx.disdel.model_profile import ModelProfile
+from owx.disdel.planner import PlanError, PlanInputs, Planner
+from owx.disdel.timeouts import TimeoutManager
+from owx.gateway.platform.types import OOM_MESSAGE, TIMEOUT_MESSAGE
+from tests.disdel.conftest import SMALL_JOB
+
+CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, baseline_layers=8, per_layer_bytes=2 * MB, safety=1.25)
+PROFILE = ModelProfile(name="small_cnn", params=545_098, trainable=545_098, activations_per_sample=61_578, layers=8)
+LIMITS = PlatformLimits(memory_min_mb=128, memory_max_mb=1024, timeout_min_ms=100, timeout_max_ms=300_000, pool_memory_mb=2048)
+SAMPLE_BYTES = 32 * 32 * 3 * 4 + 4
+
+
+def planner(limits: PlatformLimits = LIMITS, cluster_size: int = 4, sync_every: int = 1) -> Planner:
+    return Planner(MemoryEstimator(CALIBRATION), limits, TimeoutManager(limits, 1e-5), cluster_size, sync_every)
+
+
+def inputs(samples: int, **job: object) -> PlanInputs:
+    request = parse_job({**SMALL_JOB, **job})
+    return PlanInputs(request, DatasetInfo(samples, (32, 32, 3), 10), PROFILE, 100)
+
+
+def test_estimate_parts_add_up() -> None:
+    estimate = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES)
+    assert estimate.model_state == 16 * PROFILE.params
+    assert estimate.activations == 2 * 4 * 32 * PROFILE.activations_per_sample
+    assert estimate.data == 2 * 1000 * SAMPLE_BYTES
+    variable = estimate.model_state + estimate.activations + estimate.data
+    assert estimate.total == int(300 * MB + 1.25 * variable)
+    warm = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES, warm=True)
+    assert warm.data == 2 * estimate.data
+
+
+def test_two_actions_when_they_fit() -> None:
+    plan = planner().plan(inputs(4100))
+    assert plan.actions == 2 and plan.shard_samples == [2000, 2000]
+    assert plan.train_memory_mb * MB >= plan.train_estimate_bytes
+    assert plan.tree == [[[0, 1]]] and plan.rounds == [1, 1]
+
+
+def test_actions_grow_by_the_papers_rule_until_each_fits() -> None:
+    p = planner()
+    estimator = MemoryEstimator(CALIBRATION)
+    request = inputs(60_100)
+    expected, m_e = 2, estimator.training(PROFILE, 32, 30_000, SAMPLE_BYTES, warm=True).total
+    while m_e > 1024 * MB:
+        expected += math.ceil((m_e - 1024 * MB) / (1024 * MB))
+        m_e = estimator.training(PROFILE, 32, math.ceil(60_000 / expected), SAMPLE_BYTES, warm=True).total
+    actions, estimate = p.choose_actions(request)
+    assert actions == expected > 2
+    assert estimate.total <= 1024 * MB
+    plan = p.plan(request)
+    assert sum(plan.shard_samples) == 60_000 and max(plan.shard_samples) - min(plan.shard_samples) <= 1
+    assert plan.concurrent == min(plan.actions, 2048 // plan.train_memory_mb)
+
+
+def test_a_model_that_cannot_fit_is_refused_with_the_limit_to_raise() -> None:
+    small = PlatformLimits(128, 256, 100, 300_000, 2048)
+    with pytest.raises(PlanError, match="OWX_MEMORY_MB__MAX"):
+        planner(small).plan(inputs(4100))
+
+
+def test_forced_action_count_that_does_not_fit_is_refused() -> None:
+    with pytest.raises(PlanError, match="use more actions"):
+        planner().plan(inputs(60_100, actions=2))
+
+
+def test_aggregation_tree_adds_levels_when_one_aggregator_cannot_hold_all() -> None:
+    huge = ModelProfile(name="big", params=30_000_000, trainable=30_000_000, activations_per_sample=1000, layers=8)
+    limits = PlatformLimits(128, 1024, 100, 300_000, 64_000)
+    request = PlanInputs(parse_job({**SMALL_JOB, "actions": 12}), DatasetInfo(12_100, (32, 32, 3), 10), huge, 100)
+    plan = planner(limits, cluster_size=8).plan(request)
+    assert 2 <= plan.fan_in_max < 12
+    assert plan.levels >= 2 and len(plan.tree[-1]) == 1
+    covered = sorted(i for group in plan.tree[0] for i in group)
+    assert covered == list(range(12))
+    assert all(len(group) <= plan.fan_in_max for level in plan.tree for group in level)
+    assert plan.aggregate_memory_mb * MB >= plan.aggregate_estimate_bytes
+
+
+def test_rounds_follow_sync_every() -> None:
+    assert planner(sync_every=2).plan(inputs(4100, epochs=5)).rounds == [2, 2, 1]
+    assert planner(sync_every=0).plan(inputs(4100, epochs=5)).rounds == [5]
+
+
+def test_timeouts_from_history_cost_or_maximum() -> None:
+    manager = TimeoutManager(LIMITS, unit_price_gb_s=1e-5, margin=1.5, minimum_ms=1000)
+    history = HistoryRecord(signature="s", sec_per_sample_epoch=0.001, startup_s=5.0)
+    choice = manager.training(history, samples=10_000, epochs=2, actions=2, memory_mb=512, expected_cost=None)
+    assert (choice.ms, choice.source) == (int(1.5 * (5 + 20) * 1000), "history")
+    floored = history.model_copy(update={"timeout_floor_ms": 90_000})
+    assert manager.training(floored, 10_000, 2, 2, 512, None).ms == 90_000
+    cost = manager.training(None, 10_000, 2, actions=4, memory_mb=512, expected_cost=0.002)
+    assert cost.source == "expected cost" and cost.ms == math.ceil(1000 * (0.002 / 4) / (1e-5 * 0.5))
+    assert manager.training(None, 10_000, 2, 2, 512, expected_cost=10.0).ms == LIMITS.timeout_max_ms
+    assert manager.training(None, 10_000, 2, 2, 512, None).source == "platform maximum"
+
+
+def record(result: object, success: bool = False, duration: int = 10, timeout: int = 60_000) -> dict:
+    return {"response": {"success": success, "result": result}, "duration": duration,
+            "annotations": [{"key": "limits", "value": {"timeout": timeout, "memory": 256}}]}
+
+
+def test_failures_are_told_apart_from_activation_records() -> None:
+    assert classify(record({"ok": 1}, success=True)) is None
+    assert classify(record({"error": OOM_MESSAGE})).cause == "oom"
+    assert classify(record({"error": TIMEOUT_MESSAGE.format(ms=60000)})).cause == "timeout"
+    assert classify(record({"error": "killed"}, duration=60_000)).cause == "timeout"
+    assert classify(record({"error": "ZeroDivisionError"})).cause == "error"
+
+
+def test_failure_manager_raises_the_right_limit_up_to_the_maximum() -> None:
+    manager = FailureManager(LIMITS, oom_growth=1.5, timeout_growth=2.0)
+    oom, slow = classify(record({"error": OOM_MESSAGE})), classify(record({"error": TIMEOUT_MESSAGE.format(ms=1)}))
+    assert manager.adjust(oom, 400, 60_000) == type(manager.adjust(oom, 400, 60_000))(600, 60_000)
+    assert manager.adjust(oom, 900, 60_000).memory_mb == 1024
+    assert manager.adjust(slow, 400, 200_000).timeout_ms == 300_000
+    with pytest.raises(LimitsExhausted, match="OWX_MEMORY_MB__MAX"):
+        manager.adjust(oom, 1024, 60_000)
+    with pytest.raises(LimitsExhausted, match="OWX_TIMEOUT_MS__MAX"):
+        manager.adjust(slow, 400, 300_000)
+    with pytest.raises(LimitsExhausted, match="other limits cannot fix"):
+        manager.adjust(classify(record({"error": "bug"})), 400, 1000)
+
+
+def test_history_floors_after_failures_raise_the_next_plan() -> None:
+    history = HistoryRecord(signature="s").with_failure(FailureRecord(kind="oom", role="train", memory_mb=400, timeout_ms=1), 700)
+    request = inputs(4100)
+    plan = planner().plan(PlanInputs(request.job, request.data, request.profile, 100, history))
+    assert plan.train_memory_mb == 700
