@@ -37,3 +37,15 @@ def test_invoke_runs_in_a_limited_container(docker_gateway):
     warm = http.post(gateway.api("actions/in-docker"), params={"blocking": "true"}, json={"x": 6}).json()
     assert warm["response"]["result"] == {"host": hostname, "x": 6}  # warm reuse of the same container
     assert not any(a["key"] == "initTime" for a in warm["annotations"])
+
+
+def test_blackbox_action_runs_its_image(docker_gateway):
+    gateway, _ = docker_gateway
+    http = gateway.session()
+    body = {"exec": {"kind": "blackbox", "image": "owx/python-runtime:latest",
+                     "code": "def main(args):\n    return {'blackbox': args.get('v')}\n"}}
+    created = http.put(gateway.api("actions/boxed"), json=body)
+    assert created.status_code == 200, created.text
+    assert {"key": "exec", "value": "blackbox"} in created.json()["annotations"]
+    record = http.post(gateway.api("actions/boxed"), params={"blocking": "true"}, json={"v": 1}).json()
+    assert record["response"]["result"] == {"blackbox": 1}, record["response"]
