@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=3240, help="controller: listen port")
     parser.add_argument("--define-app", type=_app_spec, action="append", default=[], metavar="SPEC",
                         help="controller: name=NAME,cpu=CORES,memory-mb=MB[,containers=N][,adopt] (repeatable)")
-    for name, help_text in (("upsilon", "Υ"), ("gamma", "γ (cores)"), ("kappa", "κ"), ("sigma", "σ")):
+    for name, help_text in (("upsilon", "Υ (%% of the unallocated runtime per throttle)"),
+                            ("gamma", "γ (share of the quota left unused)"), ("kappa", "κ"), ("sigma", "σ")):
         parser.add_argument(f"--{name}", type=float, help=f"controller: {help_text}")
     parser.add_argument("--window", type=int, help="controller: n, periods in the CPU windows")
     parser.add_argument("--delta-mb", type=float, help="controller: δ, reclaim margin in MiB (default 50)")
