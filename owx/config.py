@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -62,6 +62,15 @@ class Settings(BaseSettings):
     action_user: str = "nobody"
     runtime_image: str = "owx/python-runtime:latest"
     escra: bool = Field(False, description="run Escra's allocator and one agent per node inside the gateway")
+
+    @field_validator("timeout_ms", "memory_mb", "logs_mb", "concurrency", mode="before")
+    @classmethod
+    def _partial_bound(cls, value: object, info: ValidationInfo) -> object:
+        """``OWX_MEMORY_MB__MAX=4096`` alone: fields not given keep their defaults."""
+        if isinstance(value, dict):
+            default: Bound = cls.model_fields[info.field_name].default  # type: ignore[index]
+            return {**default.model_dump(), **value}
+        return value
 
     @property
     def entity_db(self) -> Path:

@@ -17,7 +17,7 @@ hence k = 4 for multi-round jobs.
 ``safety`` (default 1.25) covers allocator slack and tf.data's extra buffers on the
 model-dependent part (with 1.0, measured peaks exceeded it by up to 17% on data-heavy shards).
 An aggregator holds every input model plus the average, plus the evaluation data
-and one forward pass over an evaluation batch.
+and one forward pass over an evaluation batch (the job's batch size).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ BYTES_PER_PARAM = 16  # float32 weight + gradient + 2 Adam slots
 ACTIVATION_COPIES = 2
 DATA_COPIES = 2
 WARM_DATA_COPIES = 4
-EVAL_BATCH = 256
 
 
 class RuntimeCalibration(BaseModel):
@@ -41,6 +40,7 @@ class RuntimeCalibration(BaseModel):
 
     runtime: str
     baseline_bytes: int = Field(gt=0)
+    light_baseline_bytes: int = Field(gt=0, description="the runtime averaging weights with NumPy only (no TensorFlow)")
     baseline_layers: int = Field(ge=0)
     per_layer_bytes: int = Field(ge=0)
     safety: float = Field(1.25, ge=1.0)
@@ -98,21 +98,34 @@ class MemoryEstimator:
             safety=self.calibration.safety,
         )
 
-    def aggregation(self, profile: ModelProfile, fan_in: int, eval_samples: int, sample_bytes: int) -> MemoryEstimate:
-        """One aggregator averaging ``fan_in`` models (and evaluating on ``eval_samples``)."""
+    def aggregation(self, profile: ModelProfile, fan_in: int, eval_samples: int, sample_bytes: int,
+                    evaluates: bool = True, warm: bool = False, eval_batch: int = 256) -> MemoryEstimate:
+        """One aggregator averaging ``fan_in`` models; with ``evaluates``, also loading TensorFlow and
+        the model to score it on ``eval_samples`` (otherwise NumPy only).  ``warm``: its container
+        serves several rounds, and grows by about its inputs over them (measured 39 -> 45 MiB)."""
         return MemoryEstimate(
-            baseline=self.calibration.baseline_bytes,
-            graph=self._graph(profile),
-            model_state=4 * profile.params,
-            activations=4 * min(EVAL_BATCH, eval_samples) * profile.activations_per_sample,
-            data=DATA_COPIES * eval_samples * sample_bytes,
-            inputs=(fan_in + 2) * profile.weights_bytes,  # the inputs, the average, per-tensor float64 sums
+            baseline=self.calibration.baseline_bytes if evaluates else self.calibration.light_baseline_bytes,
+            graph=self._graph(profile) if evaluates else 0,
+            model_state=4 * profile.params if evaluates else 0,
+            activations=4 * min(eval_batch, eval_samples) * profile.activations_per_sample if evaluates else 0,
+            data=DATA_COPIES * eval_samples * sample_bytes if evaluates else 0,
+            # the inputs, the average, per-tensor float64 sums
+            inputs=(fan_in + 2) * profile.weights_bytes * (2 if warm else 1),
             safety=self.calibration.safety,
         )
 
+    def aggregation_increment(self, profile: ModelProfile, fan_in: int, eval_samples: int,
+                              sample_bytes: int, eval_batch: int) -> MemoryEstimate:
+        """What an evaluating aggregation adds to a warm training container (TensorFlow and the
+        model are already there; the container still holds what training left behind)."""
+        full = self.aggregation(profile, fan_in, eval_samples, sample_bytes, eval_batch=eval_batch)
+        return MemoryEstimate(baseline=0, graph=0, model_state=0, activations=full.activations, data=full.data,
+                              inputs=full.inputs, safety=full.safety)
+
     def fan_in_limit(self, profile: ModelProfile, memory_max: int, eval_samples: int, sample_bytes: int) -> int:
-        """How many models one aggregator can hold within ``memory_max`` (0 if not even one)."""
+        """How many models any aggregator (evaluating, warm) can hold within ``memory_max`` (0 if not one)."""
         fan_in = 0
-        while self.aggregation(profile, fan_in + 1, eval_samples, sample_bytes).total <= memory_max and fan_in < 4096:
+        while fan_in < 4096 and self.aggregation(profile, fan_in + 1, eval_samples, sample_bytes,
+                                                 evaluates=True, warm=True).total <= memory_max:
             fan_in += 1
         return fan_in

@@ -4,8 +4,12 @@ For every round (``sync_every`` epochs; one round when 0), c_d training actions 
 concurrently on their shards, each starting from the current global model; as soon as
 the training actions of a cluster are done, that cluster's level-1 aggregator averages
 their models (weighted by shard size), and higher levels follow as their inputs
-complete.  The top aggregator scores the averaged model on the held-out data and, in
-the last round, stores it as a Keras file.  Failed activations are classified, their
+complete.  In the last round (the planned one, or the one where every action reached
+ε) the top aggregator scores the averaged model on the held-out data and stores it as a
+Keras file.  That final aggregation runs on the training action when it fits its
+memory: a training container is warm with TensorFlow and the model loaded, while a
+cold aggregation container would first spend seconds importing TensorFlow.  Earlier
+aggregations average with NumPy only.  Failed activations are classified, their
 limits raised, and retried; the retry resumes from the action's last epoch checkpoint.
 
 Why rounds: the paper averages once, after all epochs.  Measured here, one-shot
@@ -47,8 +51,6 @@ from owx.disdel.state import (
 )
 from owx.disdel.timeouts import TimeoutManager
 
-POLL_RECORD_S = 0.25
-
 
 class JobFailed(RuntimeError):
     """The job cannot finish; the message is for the user."""
@@ -57,6 +59,11 @@ class JobFailed(RuntimeError):
 def build_planner(settings: DisdelSettings, calibration: RuntimeCalibration, limits: PlatformLimits) -> Planner:
     timeouts = TimeoutManager(limits, settings.unit_price_gb_s, settings.history_margin, settings.min_timeout_ms)
     return Planner(MemoryEstimator(calibration), limits, timeouts, settings.cluster_size, settings.sync_every)
+
+
+def _mean_loss(results: list[TrainResult]) -> float:
+    """The training loss of a round: the actions' last losses weighted by their samples."""
+    return sum(r.loss * r.samples for r in results) / sum(r.samples for r in results)
 
 
 class JobRunner:
@@ -117,9 +124,10 @@ class JobRunner:
                     for group in range(len(groups)):
                         self.state.actions[f"a{level}.{group}"] = ActionState(key=f"a{level}.{group}", role="aggregate")
             self._changed()
+            prepared = time.monotonic()
             self._deploy(plan)
             monitor.start()
-            result = self._rounds(plan, model_ref, started)
+            result = self._rounds(plan, model_ref, started, prepared)
             with self._lock:
                 self.state.result = result
                 self.state.status = "succeeded"
@@ -171,9 +179,9 @@ class JobRunner:
                 except Exception:  # best effort: the job's outcome is already decided
                     pass
 
-    def _rounds(self, plan: Plan, ref: ModelRef, started: float) -> JobResult:
+    def _rounds(self, plan: Plan, ref: ModelRef, started: float, prepared: float) -> JobResult:
         global_weights = str(self.paths.weights / "init.npz")
-        offset, eval_losses, top = 0, [], None
+        offset, round_losses, top = 0, [], None
         last_train: list[TrainResult] = []
         cpus = os.cpu_count() or 1
         for number, epochs in enumerate(plan.rounds):
@@ -182,13 +190,12 @@ class JobRunner:
             last_round = number == len(plan.rounds) - 1
             top, last_train = self._round(plan, ref, number, epochs, offset, global_weights,
                                           max(1, cpus // plan.concurrent), cpus, last_round)
-            eval_losses.append(top.eval_loss)
+            round_losses.append(_mean_loss(last_train))
             offset += max(len(t.losses) for t in last_train)
             global_weights = top.weights
             if top.model_path is not None:
                 break
         assert top is not None
-        total = sum(t.samples for t in last_train)
         with self._lock:
             failed = sum(1 for a in self.state.activations if not a.success)
         return JobResult(
@@ -196,12 +203,13 @@ class JobRunner:
             weights_path=top.weights,
             eval_loss=top.eval_loss,
             eval_accuracy=top.eval_accuracy,
-            train_loss=sum(t.loss * t.samples for t in last_train) / total,
+            train_loss=round_losses[-1],
             epochs_run=offset,
-            rounds_run=len(eval_losses),
+            rounds_run=len(round_losses),
             job_time_s=time.monotonic() - started,
+            prepare_s=prepared - started,
             failed_activations=failed,
-            round_eval_losses=eval_losses,
+            round_train_losses=round_losses,
         )
 
     def _converged(self, results: list[TrainResult]) -> bool:
@@ -245,36 +253,40 @@ class JobRunner:
                    trainers: list[Future[TrainResult]] | None, last_round: bool, threads: int) -> AggregateResult:
         inputs = [child.result() for child in children]
         key = f"a{level}.{group}"
-        final = False
-        if trainers is not None:
-            final = last_round or self._converged([t.result() for t in trainers])
+        final = trainers is not None and (last_round or self._converged([t.result() for t in trainers]))
         params = AggregateParams(
             key=f"r{number}-{key}", job_id=self.job_id,
             inputs=[AggregateInput(weights=i.weights, samples=i.samples) for i in inputs],
             out_weights=str(self.paths.weights / f"r{number}-{key}.npz"),
-            model=ref if trainers is not None else None,
-            evaluate=str(self.paths.eval_set) if trainers is not None else None,
+            model=ref if final else None,
+            evaluate=str(self.paths.eval_set) if final else None,
+            batch_size=self.job.batch_size,
             save_model=str(self.paths.model_file) if final else None,
             threads=threads,
         )
-        result = AggregateResult.model_validate(self._call("aggregate", key, number, params.model_dump(mode="json")))
+        on_trainer = final and self.state.plan is not None and self.state.plan.final_on_trainer
+        result = AggregateResult.model_validate(self._call("aggregate", key, number, params.model_dump(mode="json"),
+                                                           action="train" if on_trainer else "aggregate"))
         self._update_action(key, status="succeeded", loss=result.eval_loss, peak_bytes=result.peak_memory_bytes)
         return result
 
     # -- one invocation, with retries ---------------------------------------------------
-    def _call(self, role: str, key: str, number: int, params: dict[str, Any]) -> dict[str, Any]:
-        name = self.action_names[role]
+    def _call(self, role: str, key: str, number: int, params: dict[str, Any], action: str | None = None) -> dict[str, Any]:
+        """Run one ``role`` step on ``action`` (default: the role's own action), retrying after failures."""
+        action = action or role
+        name = self.action_names[action]
         while True:
             with self._lock:
-                memory, timeout = self._limits[role]
+                memory, timeout = self._limits[action]
                 attempts = self.state.actions[key].attempts + 1
-            activation_id = self.gateway.invoke(name, params)
-            self._update_action(key, status="running", activation_id=activation_id, attempts=attempts)
-            record = self._wait(activation_id, timeout)
+            self._update_action(key, status="running", attempts=attempts)
+            record = self.gateway.run(name, params)
+            activation_id = record.get("activationId", "")
+            self._update_action(key, activation_id=activation_id)
             failure = classify(record)
             result = (record.get("response") or {}).get("result") or {}
             info = ActivationInfo(
-                key=key, round=number, role=role, activation_id=activation_id, memory_mb=memory, timeout_ms=timeout,
+                key=key, round=number, role=role, action=action, activation_id=activation_id, memory_mb=memory, timeout_ms=timeout,
                 start=record.get("start"), end=record.get("end"), duration_ms=record.get("duration"),
                 success=failure is None, failure=None if failure is None else failure.cause,
                 peak_bytes=result.get("peak_memory_bytes") if failure is None else None,
@@ -289,7 +301,7 @@ class JobRunner:
             if failure.cause == "error" or attempts >= self.settings.max_attempts:
                 self._update_action(key, status="failed")
                 raise JobFailed(f"{role} action {key} failed after {attempts} attempt(s): {failure.message}")
-            self._raise_limits(role, memory, timeout, failure)
+            self._raise_limits(action, memory, timeout, failure)
 
     def _raise_limits(self, role: str, memory: int, timeout: int, failure: Any) -> None:
         """New limits for ``role`` after a failure at (memory, timeout); once for concurrent failures."""
@@ -306,15 +318,6 @@ class JobRunner:
         record = FailureRecord(kind=failure.cause, role=role, memory_mb=memory, timeout_ms=timeout)
         new_limit = adjusted.memory_mb if failure.cause == "oom" else adjusted.timeout_ms
         self.history.update(self.job.signature(), lambda h: h.with_failure(record, new_limit))
-
-    def _wait(self, activation_id: str, timeout_ms: int) -> dict[str, Any]:
-        deadline = time.monotonic() + 2 * timeout_ms / 1000 + 600  # queueing + the platform's own time limit
-        while time.monotonic() < deadline:
-            record = self.gateway.record(activation_id)
-            if record is not None:
-                return record
-            time.sleep(POLL_RECORD_S)
-        raise JobFailed(f"activation {activation_id} has no record long after its time limit")
 
     # -- progress and history --------------------------------------------------------------
     def _monitor_progress(self) -> None:
@@ -367,7 +370,7 @@ class JobRunner:
                 update.aggregate_s = max(aggregate)
             if peaks:
                 update.peak_bytes_per_action = max(peaks)
-                update.samples_per_action = max(plan.shard_samples)
+                update.samples_per_action = max(plan.shard_samples)  # the planner compares with ceil(n / c_d)
             return update
 
         self.history.update(self.job.signature(), change)

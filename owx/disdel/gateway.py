@@ -38,11 +38,9 @@ class Gateway:
         self.client.put_action(name, action_code(role), kind=kind, limits={"memory": memory_mb, "timeout": timeout_ms},
                                annotations={"disdel-role": role})
 
-    def invoke(self, name: str, params: dict[str, Any]) -> str:
-        return self.client.invoke_async(name, params)
-
-    def record(self, activation_id: str) -> dict[str, Any] | None:
-        return self.client.activation(activation_id)
+    def run(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A blocking invocation's activation record (polled past the server's blocking limit)."""
+        return self.client.invoke_record(name, params)
 
     def delete(self, name: str) -> None:
         self.client.delete_action(name)

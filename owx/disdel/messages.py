@@ -84,6 +84,7 @@ class AggregateParams(_Message):
     out_weights: str
     model: ModelRef | None = None
     evaluate: str | None = None
+    batch_size: int = Field(256, ge=1, description="evaluation batch size")
     save_model: str | None = None
     threads: int = Field(0, ge=0)
 

@@ -5,7 +5,9 @@ shard exceeds the action maximum M, c_d grows by ⌈(m_e − M)/M⌉ and m_e is 
 again.  Shards are equal.  Training actions are grouped into clusters of at most
 ``cluster_size`` (and at most what one aggregator can hold); each cluster gets a
 level-1 aggregator, and higher levels are added while more than one aggregator's
-output remains.
+output remains.  The final (evaluating) aggregation runs on a training container when
+it fits one (the training limit then includes what that aggregation adds to a warm
+training container); the aggregation action then only averages with NumPy, sized so.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Plan(BaseModel):
     concurrent: int
     aggregate_memory_mb: int
     aggregate_estimate_bytes: int
+    final_on_trainer: bool  # the evaluating final aggregation fits a (warm) training container
+    final_estimate_bytes: int
     aggregate_timeout_ms: int
     fan_in_max: int
     tree: list[list[list[int]]]  # tree[level][group] = indices into the level below (level 0 = training)
@@ -117,26 +121,37 @@ class Planner:
     def plan(self, inputs: PlanInputs) -> Plan:
         job, history = inputs.job, inputs.history
         actions, estimate = self.choose_actions(inputs)
-        train_mb = self.limits.clamp_memory(max(estimate.mb, (history.memory_floor_mb or 0) if history else 0))
-        if train_mb > self.limits.pool_memory_mb:
-            raise PlanError(f"one training action needs {train_mb} MB, more than the pool's {self.limits.pool_memory_mb} MB")
         sample_bytes = inputs.data.sample_bytes
-        fan_in = self.estimator.fan_in_limit(inputs.profile, self.limits.memory_max_mb * MB, inputs.eval_samples, sample_bytes)
+        memory_max = self.limits.memory_max_mb * MB
+        fan_in = self.estimator.fan_in_limit(inputs.profile, memory_max, inputs.eval_samples, sample_bytes)
         if fan_in < 2:
             raise PlanError(f"one aggregator cannot hold two {job.model} models within {self.limits.memory_max_mb} MB")
         tree = _tree(actions, self.cluster_size, fan_in)
         widest = max(len(group) for level in tree for group in level)
-        aggregate = self.estimator.aggregation(inputs.profile, widest, inputs.eval_samples, sample_bytes)
-        aggregate_mb = self.limits.clamp_memory(max(aggregate.mb, (history.aggregate_memory_floor_mb or 0) if history else 0))
-        rounds = _rounds(job.epochs, self.sync_every)
+        top = len(tree[-1][0])
+        final = self.estimator.aggregation(inputs.profile, top, inputs.eval_samples, sample_bytes, eval_batch=job.batch_size)
+        extra = self.estimator.aggregation_increment(inputs.profile, top, inputs.eval_samples, sample_bytes, job.batch_size)
+        final_on_trainer = estimate.total + extra.total <= memory_max
+        train_bytes = estimate.total + (extra.total if final_on_trainer else 0)
+        floor = (history.memory_floor_mb or 0) if history else 0
         train_samples = inputs.data.samples - inputs.eval_samples
+        if history and history.peak_bytes_per_action and history.samples_per_action == math.ceil(train_samples / actions):
+            train_bytes = max(train_bytes, history.peak_bytes_per_action)  # a peak measured on this very shard size
+        train_mb = self.limits.clamp_memory(max(-(-train_bytes // MB), floor))
+        if train_mb > self.limits.pool_memory_mb:
+            raise PlanError(f"one training action needs {train_mb} MB, more than the pool's {self.limits.pool_memory_mb} MB")
+        rounds = _rounds(job.epochs, self.sync_every)
+        aggregate = self.estimator.aggregation(inputs.profile, widest, inputs.eval_samples, sample_bytes,
+                                               evaluates=not final_on_trainer, warm=len(rounds) > 1,
+                                               eval_batch=job.batch_size)
+        aggregate_mb = self.limits.clamp_memory(max(aggregate.mb, (history.aggregate_memory_floor_mb or 0) if history else 0))
         shards = [end - start for start, end in shard_bounds(train_samples, actions)]
         train_timeout = self.timeouts.training(history, max(shards), max(rounds), actions, train_mb, job.expected_cost)
         return Plan(
             actions=actions,
             shard_samples=shards,
             eval_samples=inputs.eval_samples,
-            train_estimate_bytes=estimate.total,
+            train_estimate_bytes=train_bytes,
             train_estimate=estimate.breakdown(),
             train_memory_mb=train_mb,
             train_timeout_ms=train_timeout.ms,
@@ -144,6 +159,8 @@ class Planner:
             concurrent=max(1, min(actions, self.limits.pool_memory_mb // train_mb)),
             aggregate_memory_mb=aggregate_mb,
             aggregate_estimate_bytes=aggregate.total,
+            final_on_trainer=final_on_trainer,
+            final_estimate_bytes=final.total,
             aggregate_timeout_ms=self.timeouts.aggregation(history).ms,
             fan_in_max=fan_in,
             tree=tree,

@@ -41,6 +41,7 @@ class ActivationInfo(BaseModel):
     key: str
     round: int
     role: Literal["train", "aggregate"]
+    action: Literal["train", "aggregate"] = Field(description="the action that ran it (a final aggregation may run on train)")
     activation_id: str
     memory_mb: int
     timeout_ms: int
@@ -61,9 +62,10 @@ class JobResult(BaseModel):
     train_loss: float | None
     epochs_run: int
     rounds_run: int
-    job_time_s: float
+    job_time_s: float = Field(description="from submission to the stored model")
+    prepare_s: float = Field(description="of which data split, profiling and planning")
     failed_activations: int
-    round_eval_losses: list[float | None]
+    round_train_losses: list[float]
 
 
 class JobState(BaseModel):

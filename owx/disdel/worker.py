@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from owx.disdel import weights as weight_files
-from owx.disdel.estimator import EVAL_BATCH
 from owx.disdel.messages import (
     AggregateParams,
     AggregateResult,
@@ -181,6 +180,7 @@ def aggregate(params: AggregateParams) -> AggregateResult:
         samples = [item.samples for item in params.inputs]
         averaged = weight_files.weighted_average(models, samples)
         del models
+        release_memory()
         weight_files.save(params.out_weights, averaged)
         phases["averaged"] = time.time()
         loss = accuracy = model_path = None
@@ -190,7 +190,7 @@ def aggregate(params: AggregateParams) -> AggregateResult:
             model.set_weights(averaged)
             if params.evaluate:
                 x, y = _load_shard(params.evaluate)
-                loss, accuracy = (float(v) for v in model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0)[:2])
+                loss, accuracy = (float(v) for v in model.evaluate(x, y, batch_size=params.batch_size, verbose=0)[:2])
             if params.save_model:
                 Path(params.save_model).parent.mkdir(parents=True, exist_ok=True)
                 model.save(params.save_model)

@@ -18,7 +18,8 @@ from owx.disdel.timeouts import TimeoutManager
 from owx.gateway.platform.types import OOM_MESSAGE, TIMEOUT_MESSAGE
 from tests.disdel.conftest import SMALL_JOB
 
-CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, baseline_layers=8, per_layer_bytes=2 * MB, safety=1.25)
+CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, light_baseline_bytes=40 * MB, baseline_layers=8,
+                                 per_layer_bytes=2 * MB, safety=1.25)
 PROFILE = ModelProfile(name="small_cnn", params=545_098, trainable=545_098, activations_per_sample=61_578, layers=8)
 LIMITS = PlatformLimits(memory_min_mb=128, memory_max_mb=1024, timeout_min_ms=100, timeout_max_ms=300_000, pool_memory_mb=2048)
 SAMPLE_BYTES = 32 * 32 * 3 * 4 + 4
@@ -49,6 +50,9 @@ def test_two_actions_when_they_fit() -> None:
     assert plan.actions == 2 and plan.shard_samples == [2000, 2000]
     assert plan.train_memory_mb * MB >= plan.train_estimate_bytes
     assert plan.tree == [[[0, 1]]] and plan.rounds == [1, 1]
+    # the evaluating final aggregation fits a training container, so the aggregator only averages
+    assert plan.final_on_trainer and plan.final_estimate_bytes <= plan.train_memory_mb * MB
+    assert plan.aggregate_estimate_bytes < 100 * MB < plan.final_estimate_bytes
 
 
 def test_actions_grow_by_the_papers_rule_until_each_fits() -> None:
@@ -79,7 +83,7 @@ def test_forced_action_count_that_does_not_fit_is_refused() -> None:
 
 
 def test_aggregation_tree_adds_levels_when_one_aggregator_cannot_hold_all() -> None:
-    huge = ModelProfile(name="big", params=30_000_000, trainable=30_000_000, activations_per_sample=1000, layers=8)
+    huge = ModelProfile(name="big", params=12_000_000, trainable=12_000_000, activations_per_sample=1000, layers=8)
     limits = PlatformLimits(128, 1024, 100, 300_000, 64_000)
     request = PlanInputs(parse_job({**SMALL_JOB, "actions": 12}), DatasetInfo(12_100, (32, 32, 3), 10), huge, 100)
     plan = planner(limits, cluster_size=8).plan(request)
@@ -134,6 +138,17 @@ def test_failure_manager_raises_the_right_limit_up_to_the_maximum() -> None:
         manager.adjust(slow, 400, 300_000)
     with pytest.raises(LimitsExhausted, match="other limits cannot fix"):
         manager.adjust(classify(record({"error": "bug"})), 400, 1000)
+
+
+def test_a_measured_peak_on_the_same_shard_size_raises_the_limit() -> None:
+    request = inputs(4100)
+    base = planner().plan(request)
+    history = HistoryRecord(signature="s", peak_bytes_per_action=base.train_estimate_bytes + 50 * MB, samples_per_action=2000)
+    again = planner().plan(PlanInputs(request.job, request.data, request.profile, 100, history))
+    assert again.train_estimate_bytes == history.peak_bytes_per_action
+    assert again.train_memory_mb >= base.train_memory_mb + 50
+    other_size = history.model_copy(update={"samples_per_action": 1000})
+    assert planner().plan(PlanInputs(request.job, request.data, request.profile, 100, other_size)).train_memory_mb == base.train_memory_mb
 
 
 def test_history_floors_after_failures_raise_the_next_plan() -> None:

@@ -47,10 +47,11 @@ class ImageBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class RuntimeImage:
-    """A runtime image: the proxy on the base image, plus pip packages."""
+    """A runtime image: the proxy on the base image, plus pip packages and owx packages its actions import."""
 
     name: str
     pip_packages: tuple[str, ...] = ()
+    owx_packages: tuple[str, ...] = ()  # e.g. "disdel": owx/disdel/ is copied in whole
 
     def dockerfile(self) -> str:
         lines = [f"FROM {BASE_IMAGE}"]
@@ -70,7 +71,11 @@ class RuntimeImage:
 
 RUNTIME_IMAGES = {
     PYTHON_IMAGE: RuntimeImage(PYTHON_IMAGE),
-    TENSORFLOW_IMAGE: RuntimeImage(TENSORFLOW_IMAGE, ("tensorflow-cpu>=2.15,<3", "numpy")),
+    TENSORFLOW_IMAGE: RuntimeImage(
+        TENSORFLOW_IMAGE,
+        ("tensorflow-cpu>=2.15,<3", "numpy", "pydantic>=2.6", "pyyaml"),
+        ("disdel", "common", "canary"),  # DiSDeL's training/aggregation actions and their checkpoints
+    ),
 }
 
 
@@ -107,6 +112,12 @@ def proxy_sources() -> list[Path]:
     return sorted(path for path in RUNTIMES_DIR.glob("*.py") if path.name != "cli.py")
 
 
+def package_sources(spec: RuntimeImage) -> list[Path]:
+    """The Python files of the owx packages ``spec`` adds to the proxy."""
+    owx_dir = RUNTIMES_DIR.parent
+    return sorted(path for package in spec.owx_packages for path in (owx_dir / package).rglob("*.py"))
+
+
 def _ensure_base(client: docker.DockerClient, force: bool, say: Callable[[str], object]) -> Image:
     if force or _find(client, BASE_IMAGE) is None:
         say(f"bootstrapping {BASE_IMAGE} with mmdebstrap")
@@ -126,6 +137,8 @@ def _fingerprint(spec: RuntimeImage, base: Image) -> str:
     digest.update(spec.dockerfile().encode())
     for path in proxy_sources():
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in package_sources(spec):
+        digest.update(str(path.relative_to(RUNTIMES_DIR.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -137,6 +150,8 @@ def _build_context(spec: RuntimeImage) -> io.BytesIO:
         _add_file(tar, "owx/__init__.py", b'"""owx, as much of it as an action runtime image needs."""\n')
         for path in proxy_sources():
             _add_file(tar, f"owx/runtimes/{path.name}", path.read_bytes())
+        for path in package_sources(spec):
+            _add_file(tar, f"owx/{path.relative_to(RUNTIMES_DIR.parent)}", path.read_bytes())
     buffer.seek(0)
     return buffer
 

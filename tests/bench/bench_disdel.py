@@ -1,0 +1,235 @@
+"""``owx bench disdel``: DiSDeL's estimator accuracy, and training time/memory against baselines.
+
+Everything runs here, in this run: a private gateway (``owx up``, actions as processes in
+cgroups, kind python:tensorflow), TensorFlow in bare child processes, generated data.
+
+1. estimator accuracy: estimate vs the measured cgroup peak of a training action (limit =
+   the platform maximum, so the peak is not capped) for four model / batch combinations,
+   plus every training action of the DiSDeL job (warm, several rounds);
+2. the same training job in four environments: TF bare process, one action with hand-set
+   limits, the paper's retry strategy (256 MB / 60 s, +256 MB per OOM, +240 s per
+   time-out) and DiSDeL; time, memory, held-out loss;
+3. bench-out/disdel_memory.png: memory over time of the environments (figure 4.5 style).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from disdel_gateway import start_gateway
+from disdel_plot import memory_over_time
+from disdel_runs import EnvRun, bare_process, concurrent_peak, retry_strategy, single_action, train_params
+
+from owx.disdel import data, sdk
+from owx.disdel.estimator import MemoryEstimator
+from owx.disdel.gateway import Gateway, action_code
+from owx.disdel.job import SyntheticDataset, parse_job
+from owx.disdel.model_profile import profile_model
+from owx.disdel.models import build_model
+from owx.disdel.settings import DisdelSettings
+
+MB = 1024 * 1024
+PREFIX = "owx-disdel-bench"
+COMBOS = [  # model, shape, samples, batch
+    ("small_cnn", (32, 32, 3), 3000, 32),
+    ("small_cnn", (32, 32, 3), 3000, 128),
+    ("mobilenet", (16, 16, 3), 800, 32),
+    ("resnet", (16, 16, 3), 800, 64),
+]
+JOB = {
+    "name": "bench",
+    "model": "small_cnn",
+    "dataset": {"kind": "synthetic", "samples": 6600, "shape": [32, 32, 3], "classes": 10, "noise": 3.0, "seed": 1},
+    "batch_size": 32,
+    "epochs": 4,
+    "eval_samples": 600,
+}
+
+
+def line(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def estimator_accuracy(gateway: Gateway, calibration, work: Path, memory_max_mb: int) -> list[dict]:
+    rows = []
+    for model, shape, samples, batch in COMBOS:
+        x, y = data.synthetic(SyntheticDataset(samples=samples, shape=shape, classes=10, seed=2))
+        shard = data.write_npz(work / f"acc-{model}-{batch}.npz", x, y)
+        ref = {"name": model, "shape": shape, "classes": 10, "learning_rate": 1e-3}
+        name = f"bench-acc-{model}-{batch}"
+        gateway.client.put_action(name, action_code("train"), kind="python:tensorflow",
+                                  limits={"memory": memory_max_mb, "timeout": 600_000})
+        try:
+            result = gateway.client.invoke(name, train_params(work, name, ref, shard, 1, batch))
+        finally:
+            gateway.client.delete_action(name)
+        profile = profile_model(build_model(model, shape, 10))
+        estimate = MemoryEstimator(calibration).training(profile, batch, samples, x[0].nbytes + 4).total
+        peak = result["peak_memory_bytes"]
+        rows.append({"combo": f"{model} {shape[0]}x{shape[1]}x{shape[2]} n={samples} b={batch}", "estimate": estimate,
+                     "peak": peak})
+        line(f"  {rows[-1]['combo']:42} estimate {estimate / MB:7.1f} MiB  peak {peak / MB:7.1f} MiB  "
+             f"ratio {estimate / peak:5.3f}")
+    return rows
+
+
+def disdel_run(gateway: Gateway, settings: DisdelSettings) -> tuple[EnvRun, object]:
+    started = time.monotonic()
+    state = sdk.submit(JOB, gateway=gateway, settings=settings).wait()
+    if state.status != "succeeded":
+        raise RuntimeError(f"DiSDeL job failed: {state.message}")
+    elapsed = time.monotonic() - started
+    import json
+
+    series: dict[str, list[tuple[float, int]]] = {}
+    samples, phases = [], []
+    for doc in map(json.loads, (settings.root() / "jobs" / state.job_id / "activations.jsonl").read_text().splitlines()):
+        container = doc["key"] if doc["role"] == doc["action"] else f"{doc['key']} (in a {doc['action']} container)"
+        for sample in doc["result"].get("memory", []):
+            series.setdefault(container, []).append((sample["t"], sample["bytes"]))
+            samples.append((sample["t"], sample["bytes"], container))
+        if doc["role"] == "train":
+            phases.append((doc["round"], doc["result"]["phases"]))
+    first = [p for r, p in phases if r == 0]
+    marks = [(state.created, "submitted"), (max(p["data_loaded"] for p in first), "TF + data loaded"),
+             (max(p["fit_done"] for _, p in phases), "fit done (last round)")]
+    peaks = [a.peak_bytes for a in state.activations if a.peak_bytes]
+    run = EnvRun("DiSDeL", elapsed, max(peaks), concurrent_peak(series), state.result.eval_loss,
+                 attempts=len(state.activations), failed=state.result.failed_activations, memory=samples, marks=marks)
+    return run, state
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="owx-disdel-bench-"))
+    work.chmod(0o755)
+    memory_max_mb = 4096
+    gw = start_gateway(work / "gateway", memory_max_mb=memory_max_mb, timeout_max_ms=900_000, pool_mb=8192)
+    goals: list[tuple[str, bool]] = []
+    try:
+        gateway = Gateway.connect(gw.url, gw.auth)
+        settings = DisdelSettings(shared_dir=work / "shared", pool_memory_mb=8192, cgroup_prefix=PREFIX)
+        limits = gateway.limits(settings.pool_memory())
+        t = time.monotonic()
+        calibration = sdk.calibrate(gateway, settings, limits)
+        line(f"calibration through the gateway ({time.monotonic() - t:.0f} s): baseline "
+             f"{calibration.baseline_bytes / MB:.1f} MiB, {calibration.per_layer_bytes / MB:.2f} MiB per layer, "
+             f"safety {calibration.safety}")
+
+        line("\n1. estimator accuracy (cold training action, limit = platform maximum)")
+        rows = estimator_accuracy(gateway, calibration, work, memory_max_mb)
+
+        job = parse_job(JOB)
+        x, y = data.synthetic(job.dataset)
+        held = job.held_out(len(y))
+        shard = data.write_npz(work / "full.npz", x[:-held], y[:-held])
+        eval_set = data.write_npz(work / "eval.npz", x[-held:], y[-held:])
+        model = {"name": job.model, "shape": job.dataset.shape, "classes": job.dataset.classes, "learning_rate": 1e-3}
+        line(f"\n2. job: {job.model} on {len(y) - held} samples {job.dataset.shape}, batch {job.batch_size}, "
+             f"{job.epochs} epochs (held-out {held})")
+        runs: list[EnvRun] = []
+        runs.append(bare_process(work, model, shard, eval_set, job.epochs, job.batch_size, PREFIX))
+        line(f"  bare process done in {runs[-1].time_s:.1f} s")
+        runs.append(single_action(gateway, work, model, shard, eval_set, job.epochs, job.batch_size, 1024, 900_000))
+        line(f"  single action done in {runs[-1].time_s:.1f} s")
+        runs.append(retry_strategy(gateway, work, model, shard, eval_set, job.epochs, job.batch_size))
+        line(f"  retry strategy done in {runs[-1].time_s:.1f} s: {runs[-1].detail['attempts']}")
+        disdel, state = disdel_run(gateway, settings)
+        runs.append(disdel)
+        plan = state.plan
+        line(f"  DiSDeL done in {disdel.time_s:.1f} s: {plan.actions} actions x {plan.train_memory_mb} MB, "
+             f"{len(plan.rounds)} rounds, tree {plan.tree}, timeout {plan.train_timeout_ms} ms ({plan.timeout_source})")
+
+        # an action's container serves every round; its peak so far is reported by each run
+        for key, action in sorted({(a.key, a.action) for a in state.activations}):
+            runs_of = [a for a in state.activations if (a.key, a.action) == (key, action) and a.peak_bytes]
+            estimate = plan.train_estimate_bytes if action == "train" else plan.aggregate_estimate_bytes
+            rows.append({"combo": f"DiSDeL {key} on the {action} action, container over {len(runs_of)} run(s)",
+                         "estimate": estimate, "peak": max(a.peak_bytes for a in runs_of)})
+
+        line("\nestimator accuracy")
+        line(f"  {'combination':52} {'estimate MiB':>12} {'peak MiB':>9} {'est/peak':>8}")
+        for row in rows:
+            line(f"  {row['combo']:52} {row['estimate'] / MB:12.1f} {row['peak'] / MB:9.1f} "
+                 f"{row['estimate'] / row['peak']:8.3f}")
+        ratios = [r["estimate"] / r["peak"] for r in rows]
+        line(f"  ratio min {min(ratios):.3f}  p50 {sorted(ratios)[len(ratios) // 2]:.3f}  max {max(ratios):.3f}")
+
+        line("\nenvironments (2 cores)")
+        line(f"  {'environment':48} {'time s':>7} {'peak MiB':>9} {'all MiB':>8} {'eval loss':>9} "
+             f"{'attempts':>8} {'failed':>6} {'wasted s':>8}")
+        for run in runs:
+            loss = "-" if run.eval_loss is None else f"{run.eval_loss:.4f}"
+            line(f"  {run.name:48} {run.time_s:7.1f} {run.peak_bytes / MB:9.1f} {run.total_peak_bytes / MB:8.1f} "
+                 f"{loss:>9} {run.attempts:8d} {run.failed:6d} {run.wasted_s:8.1f}")
+        bare, single, retry = runs[0], runs[1], runs[2]
+        execution = state.result.job_time_s - state.result.prepare_s
+        line(f"  DiSDeL: {state.result.prepare_s:.1f} s preparing (data split, profile, plan), {execution:.1f} s executing")
+        line(f"  time ratios (DiSDeL executing): /single {execution / single.time_s:.2f}, /bare {execution / bare.time_s:.2f}, "
+             f"/retry {execution / retry.time_s:.2f}")
+        line(f"  loss ratio DiSDeL/bare {disdel.eval_loss / bare.eval_loss:.3f} (training loss per round "
+             f"{[round(v, 4) for v in state.result.round_train_losses]})")
+
+        line("\nper-action timings of the DiSDeL job (ms)")
+        for number in range(len(plan.rounds)):
+            parts = [f"{a.key}={a.duration_ms}" for a in state.activations if a.round == number]
+            line(f"  round {number}: " + " ".join(parts))
+        train_rounds = [max(a.duration_ms for a in state.activations if a.round == n and a.role == "train" and a.success)
+                        for n in range(len(plan.rounds))]
+        agg_rounds = [max(a.duration_ms for a in state.activations if a.round == n and a.role == "aggregate")
+                      for n in range(len(plan.rounds))]
+        overhead = execution - (sum(train_rounds) + sum(agg_rounds)) / 1000
+        line(f"  critical path: training {sum(train_rounds) / 1000:.1f} s + aggregation {sum(agg_rounds) / 1000:.1f} s "
+             f"+ planning/invocation {overhead:.1f} s")
+        import json
+
+        fits = []
+        for doc in map(json.loads, (settings.root() / "jobs" / state.job_id / "activations.jsonl").read_text().splitlines()):
+            if doc["role"] == "train" and doc["success"]:
+                phases = doc["result"]["phases"]
+                fits.append((phases["fit_done"] - phases["model_ready"]) / max(1, len(doc["result"]["losses"])))
+        single_fit = single.detail["fit_s"] / job.epochs
+        per_round = sum(train_rounds[1:]) / max(1, len(train_rounds) - 1) / 1000
+        line(f"  fit time per epoch: single action (all {len(y) - held} samples, 2 threads) {single_fit:.2f} s; "
+             f"DiSDeL action (1/{plan.actions} of them, 1 thread) median {sorted(fits)[len(fits) // 2]:.2f} s")
+        line(f"  start-up (import, data, build, first trace): single {single.detail['startup_s']:.1f} s, "
+             f"DiSDeL round 0 minus one epoch {train_rounds[0] / 1000 - sorted(fits)[len(fits) // 2]:.1f} s")
+        for cores in (4, 8):
+            actions = cores  # one core per action, c_d = cores, same per-sample speed as measured with 1 thread
+            t = (train_rounds[0] / 1000 - per_round) + job.epochs * (per_round * plan.actions / actions) \
+                + sum(agg_rounds) / 1000 + overhead
+            line(f"  projection for {cores} cores (c_d = {actions}, 1 thread each, per-sample speed as measured): "
+                 f"~{t:.1f} s (the single action on more cores is not measured here)")
+
+        panels = {"TF bare process": bare, "default serverless (1 action)": single, "DiSDeL": disdel}
+        path = memory_over_time({title: run.memory for title, run in panels.items()},
+                                {title: run.marks for title, run in panels.items()}, args.out / "disdel_memory.png")
+        line(f"\nplot: {path}")
+
+        goals.append(("estimate >= measured peak for every combination", min(ratios) >= 1.0))
+        goals.append(("estimate <= 1.25 x measured peak for every combination", max(ratios) <= 1.25))
+        goals.append(("0 failed actions in the DiSDeL run", disdel.failed == 0))
+        goals.append(("DiSDeL loss within 10% of the bare process's", disdel.eval_loss <= 1.10 * bare.eval_loss))
+        goals.append(("DiSDeL job time (executing) <= single action's on 2 cores", execution <= single.time_s))
+    finally:
+        gw.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            line(f"work directory kept: {work}")
+    line("\ngoals")
+    for text, ok in goals:
+        line(f"  {'PASS' if ok else 'FAIL'}  {text}")
+    return 0 if goals and all(ok for _, ok in goals) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
