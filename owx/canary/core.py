@@ -15,20 +15,21 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
-from typing import Any
+from concurrent.futures import wait
 
 from owx.canary.capacity import CapacityLedger
-from owx.canary.checkpoint import WARNING_PREFIX, CheckpointError, CheckpointStore, open_checkpoint_store
+from owx.canary.checkpoint import WARNING_PREFIX
+from owx.canary.checkpoint_view import CheckpointView
 from owx.canary.commits import Commit, ResultLedger
 from owx.canary.deaths import DeathWatch
+from owx.canary.function import Failure, Function
 from owx.canary.options import BadAnnotation, CanaryOptions, CanarySettings, options_of
 from owx.canary.replication import FailureRate
 from owx.canary.runtimes import RuntimeManager
+from owx.canary.store_location import StoreLocation
+from owx.canary.strategies import STRATEGIES
 from owx.canary.tables import (
     PLATFORM_NS,
-    CheckpointInfo,
     CoreTables,
     FunctionInfo,
     JobInfo,
@@ -40,49 +41,18 @@ from owx.gateway.pipeline.invoke import action_spec
 from owx.gateway.platform.types import INTERNAL_ERROR, ActionSpec, ContainerDeath, RunOutcome, RunRequest
 
 log = logging.getLogger(__name__)
-STORE_RETRY_S = 5.0
-
-
-@dataclass
-class Function:
-    """One admitted function (an activation of a stateful action) on its way through Canary."""
-
-    namespace: str
-    function_id: str
-    job_id: str
-    options: CanaryOptions
-    spec: ActionSpec
-    node: str
-    holders: list[str]
-    admitted_ms: int
-    attempts: list[RunOutcome] = field(default_factory=list)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    restored: list[int] = field(default_factory=list)
-    discarded: int = 0
-    background: list[Future[Any]] = field(default_factory=list)  # executions still running after the answer
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why an attempt ended with a dead container."""
-
-    reason: str
-    node: str
-    container: str
-    detected_at: float
 
 
 class CanaryCore:
     """Everything Canary does for stateful actions inside one gateway."""
 
     def __init__(self, platform, tables: CoreTables, ledger: ResultLedger, settings: CanarySettings,
-                 store_url: str, pump: Callable[[], None]) -> None:
+                 store: StoreLocation, pump: Callable[[], None]) -> None:
         self.platform = platform
         self.tables = tables
         self.ledger = ledger
         self.settings = settings
-        self.store_url = store_url
+        self.store = store
         self.pump = pump
         self.capacity = CapacityLedger({name: node.pool.user_memory_mb for name, node in platform.nodes.items()})
         self.failure_rate = FailureRate(settings.failure_window)
@@ -91,12 +61,11 @@ class CanaryCore:
         self.deaths.subscribe(self.runtimes.lost)
         self.deaths.subscribe(self._node_watch)
         platform.add_death_listener(self.deaths)
-        self._store: CheckpointStore | None = None
-        self._store_error: str | None = None
-        self._store_tried = 0.0
+        self.checkpoints = CheckpointView(store.url, tables)
         self._functions: dict[str, Function] = {}
         self._jobs: dict[str, str] = {}  # function id -> job id, for jobs submitted but not yet admitted
         self._options: dict[str, CanaryOptions] = {}  # by runtime key
+        self._admissions: dict[str, tuple[JobInfo | None, int]] = {}  # job id -> (new row, admitted at)
         self._lock = threading.Lock()
         self.stats = {"commits": 0, "duplicates_discarded": 0, "recoveries": 0}
         self._live_seen = set(platform.nodes)
@@ -176,9 +145,10 @@ class CanaryCore:
             for fid in function_ids:
                 self._functions[fid] = Function(namespace, fid, job_id, options, spec, placed[holders[fid][0]],
                                                 holders[fid], now)
-        if job_id == function_ids[0] and len(function_ids) == 1:
-            self.tables.put(namespace, self._job_row(job_id, resolved, spec, options, function_ids))
-        self.tables.update(namespace, "job_info", job_id, lambda row: _admit(row, now))
+        single = job_id == function_ids[0] and len(function_ids) == 1
+        with self._lock:  # written by the first function to run: no store writes under the admission lock
+            self._admissions[job_id] = (self._job_row(job_id, resolved, spec, options, function_ids) if single
+                                        else None, now)
         nodes = [placed[holders[fid][0]] for fid in function_ids]
         if options.fault_tolerance == "canary":
             self.runtimes.functions_started(namespace, spec, options.replication, job_id, nodes)
@@ -189,9 +159,9 @@ class CanaryCore:
     # -- execution ----------------------------------------------------------------------------
     def run(self, spec: ActionSpec, request: RunRequest) -> RunOutcome:
         """The gateway's runner for stateful actions: one function, to its committed outcome."""
-        from owx.canary.strategies import STRATEGIES
-
         function = self._admitted(spec, request)
+        self.store.prepare()
+        self._record_admission(function)
         self._function_row(function, request)
         try:
             outcome = STRATEGIES[function.options.fault_tolerance](self, function, request)
@@ -226,7 +196,7 @@ class CanaryCore:
         number = len(function.attempts) + 1
         env = dict(request.extra_env)
         if checkpoints:
-            env.update(canary_function_id=function.function_id, canary_store=self.store_url,
+            env.update(canary_function_id=function.function_id, canary_store=self.store.url,
                        canary_interval=str(function.options.interval_s))
         self.tables.update(function.namespace, "function_info", function.function_id,
                            lambda row: _running(row, node, number))
@@ -260,24 +230,6 @@ class CanaryCore:
             self.capacity.move(holder, node)
         return node
 
-    def latest_checkpoint(self, function: Function) -> int | None:
-        """The sequence number of the function's newest checkpoint (recorded in ``checkpoint_info``)."""
-        store = self._checkpoint_store(function)
-        if store is None:
-            return None
-        try:
-            history = store.history(function.function_id)
-        except CheckpointError as exc:
-            function.warnings.append(f"cannot read the checkpoints of {function.function_id}: {exc}")
-            return None
-        latest = history[0] if history else None
-        self.tables.put(function.namespace, CheckpointInfo(
-            function_id=function.function_id, job_id=function.job_id,
-            latest_seq=latest.seq if latest else None, latest_state=latest.state if latest else None,
-            latest_size=latest.size if latest else None, latest_time=latest.timestamp if latest else None,
-            kept=[info.seq for info in history], restored=function.restored, updated=now_ms()))
-        return latest.seq if latest else None
-
     def commit(self, function: Function, attempt: int, outcome: RunOutcome) -> bool:
         """Commit ``outcome`` as the function's only result; False (and counted) if one already was."""
         won = self.ledger.commit(function.namespace, Commit(
@@ -287,8 +239,8 @@ class CanaryCore:
 
     def close(self) -> None:
         self.runtimes.close()
-        if self._store is not None:
-            self._store.close(timeout=5)
+        self.deaths.close()
+        self.checkpoints.close()
 
     # -- records -------------------------------------------------------------------------------
     def write_workers(self) -> None:
@@ -306,39 +258,12 @@ class CanaryCore:
             line.split(WARNING_PREFIX, 1)[1] for line in outcome.logs if WARNING_PREFIX in line
         )
         if function.options.fault_tolerance == "canary":
-            self._forget_checkpoints(function, outcome)
-        outcome.annotations.extend(self._annotations(function))
+            self.checkpoints.finished(function, outcome.status == "success")
+        outcome.annotations.extend(function.annotations())
         succeeded = outcome.status == "success"
         self.tables.update(function.namespace, "function_info", function.function_id,
                            lambda row: _ended(row, succeeded))
         self.tables.update(function.namespace, "job_info", function.job_id, lambda row: _counted(row, succeeded))
-
-    def _annotations(self, function: Function) -> list[dict[str, Any]]:
-        recovery = sum(f["recoveryMs"] for f in function.failures)
-        detail = {
-            "jobId": function.job_id, "functionId": function.function_id,
-            "faultTolerance": function.options.fault_tolerance, "attempts": len(function.attempts),
-            "failures": function.failures, "duplicatesDiscarded": function.discarded,
-        }
-        annotations = [
-            {"key": "attempts", "value": len(function.attempts)},
-            {"key": "checkpointRestored", "value": function.restored[-1] if function.restored else None},
-            {"key": "recoveryTime", "value": recovery},
-            {"key": "canary", "value": detail},
-        ]
-        if function.warnings:
-            annotations.append({"key": "canaryWarnings", "value": list(dict.fromkeys(function.warnings))})
-        return annotations
-
-    def _forget_checkpoints(self, function: Function, outcome: RunOutcome) -> None:
-        """Record the last checkpoints; drop them once the function succeeded for good."""
-        self.latest_checkpoint(function)
-        store = self._checkpoint_store(function)
-        if store is not None and outcome.status == "success":
-            try:
-                store.delete(function.function_id)
-            except (CheckpointError, OSError) as exc:
-                log.warning("could not delete checkpoints of %s: %s", function.function_id, exc)
 
     def _job_row(self, job_id: str, resolved: ResolvedAction, spec: ActionSpec, options: CanaryOptions,
                  function_ids: list[str]) -> JobInfo:
@@ -374,24 +299,20 @@ class CanaryCore:
         with self._lock:
             return self._options.get(spec.key, CanaryOptions())
 
+    def _record_admission(self, function: Function) -> None:
+        with self._lock:
+            pending = self._admissions.pop(function.job_id, None)
+        if pending is None:
+            return
+        row, admitted = pending
+        if row is not None:
+            self.tables.put(function.namespace, row)
+        self.tables.update(function.namespace, "job_info", function.job_id, lambda job: _admit(job, admitted))
+
     def _function_row(self, function: Function, request: RunRequest) -> None:
         self.tables.put(function.namespace, FunctionInfo(
             function_id=function.function_id, job_id=function.job_id, action=request.action_name,
             runtime=function.spec.kind, runtime_key=function.spec.key, worker=function.node))
-
-    def _checkpoint_store(self, function: Function) -> CheckpointStore | None:
-        with self._lock:
-            if self._store is None and time.monotonic() - self._store_tried >= STORE_RETRY_S:
-                self._store_tried = time.monotonic()
-                try:
-                    self._store = open_checkpoint_store(self.store_url)
-                    self._store_error = None
-                except CheckpointError as exc:
-                    self._store_error = str(exc)
-            store, error = self._store, self._store_error
-        if store is None and error:
-            function.warnings.append(f"checkpoint store unavailable to the core: {error}")
-        return store
 
     def _live_nodes(self) -> list[str]:
         """Nodes taking work; ``worker_info`` follows their liveness."""
@@ -412,7 +333,8 @@ class CanaryCore:
         threading.Thread(target=reclaim, name="owx-canary-reclaim", daemon=True).start()
 
     def _node_watch(self, death: ContainerDeath) -> None:
-        if death.reason == "node-lost":
+        if death.reason == "node-lost" and death.node in self._live_seen:
+            self._live_seen = self._live_seen - {death.node}  # a revived node is written back by _live_nodes
             self.tables.update(PLATFORM_NS, "worker_info", death.node, _lost)
 
 

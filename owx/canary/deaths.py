@@ -7,13 +7,16 @@ learn why and when its container died, and fans them out to Canary's other parts
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from owx.gateway.platform.types import ContainerDeath
 
 KEEP = 4096
+log = logging.getLogger(__name__)
 
 
 class DeathWatch:
@@ -23,6 +26,7 @@ class DeathWatch:
         self._deaths: OrderedDict[str, ContainerDeath] = OrderedDict()
         self._cond = threading.Condition()
         self._subscribers: list[Callable[[ContainerDeath], None]] = []
+        self._fanout = ThreadPoolExecutor(1, thread_name_prefix="owx-canary-deaths")  # keeps the platform's notifier free
 
     def subscribe(self, callback: Callable[[ContainerDeath], None]) -> None:
         self._subscribers.append(callback)
@@ -35,10 +39,23 @@ class DeathWatch:
                 self._deaths.popitem(last=False)
             self._cond.notify_all()
         for callback in self._subscribers:
-            callback(death)
+            try:
+                self._fanout.submit(_safe, callback, death)
+            except RuntimeError:  # closed: the gateway is shutting down
+                return
+
+    def close(self) -> None:
+        self._fanout.shutdown(wait=True)
 
     def wait_for(self, container_id: str, timeout: float) -> ContainerDeath | None:
         """The death of ``container_id``, waiting up to ``timeout`` seconds for its notice."""
         with self._cond:
             self._cond.wait_for(lambda: container_id in self._deaths, timeout)
             return self._deaths.get(container_id)
+
+
+def _safe(callback: Callable[[ContainerDeath], None], death: ContainerDeath) -> None:
+    try:
+        callback(death)
+    except Exception:
+        log.exception("canary death subscriber failed for %s", death.container_id)

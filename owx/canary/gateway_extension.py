@@ -8,7 +8,7 @@ from owx.canary import api
 from owx.canary.commits import ResultLedger
 from owx.canary.core import CanaryCore
 from owx.canary.options import CanarySettings
-from owx.canary.store_location import prepare_store
+from owx.canary.store_location import StoreLocation
 from owx.canary.tables import CoreTables
 
 log = logging.getLogger(__name__)
@@ -21,8 +21,8 @@ def install(gateway, settings: CanarySettings | None = None) -> CanaryCore | Non
         log.warning("canary needs the embedded platform; stateful actions run as plain actions")
         return None
     settings = settings or CanarySettings()
-    store_url = prepare_store(gateway.settings, settings)
-    core = CanaryCore(platform, CoreTables(gateway.entities), ResultLedger(gateway.entities), settings, store_url,
+    store = StoreLocation(gateway.settings, settings)
+    core = CanaryCore(platform, CoreTables(gateway.entities), ResultLedger(gateway.entities), settings, store,
                       gateway.throttle.pump)
     gateway.invoker.route(core.accepts, core, core.gate)
     gateway.extensions["canary"] = core

@@ -79,7 +79,6 @@ class ReplicationDecision:
     current_factor: float
     new_factor: float
     launch: int  # replicas to start now
-    surplus: int  # idle replicas beyond the requirement
 
 
 def decide(strategy: Replication | Literal["standby"], active: int, scheduled: int, replicas: int, failure_rate: float) -> ReplicationDecision:
@@ -90,7 +89,7 @@ def decide(strategy: Replication | Literal["standby"], active: int, scheduled: i
     current = replicas / active if active else (math.inf if replicas else 0.0)
     new = required / total if total else 0.0
     launch = required - replicas if required >= 1 and current < new else 0
-    return ReplicationDecision(required, current, new, max(0, launch), max(0, replicas - required))
+    return ReplicationDecision(required, current, new, max(0, launch))
 
 
 def placement(count: int, job_nodes: list[str], live_nodes: list[str], existing: list[str]) -> list[str]:

@@ -86,8 +86,9 @@ class RuntimeManager:
             self._launch(runtime, node, job_id)
 
     def function_ended(self, spec: ActionSpec) -> None:
-        """One function of ``spec`` ended: retire the replicas it no longer needs (all of them
-        after ``linger_s`` without functions)."""
+        """One function of ``spec`` ended. Its replicas stay while the runtime has functions
+        (trimming them at every end and launching them again at the next start would burn a
+        container start each time); they are retired after ``linger_s`` without functions."""
         with self._lock:
             runtime = self._runtimes.get(spec.key)
             if runtime is None:
@@ -95,10 +96,6 @@ class RuntimeManager:
             runtime.active = max(0, runtime.active - 1)
             if runtime.active == 0:
                 runtime.idle_since = time.monotonic()
-                return
-            decision = decide(runtime.strategy, runtime.active, 0, len(runtime.replicas), self.failures.value)
-        if decision.surplus:
-            self._retire(runtime, keep=decision.required)
 
     def replenish(self, spec: ActionSpec, job_id: str) -> None:
         """Re-run Algorithm 5 for a runtime (after a replica was used or lost)."""

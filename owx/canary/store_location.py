@@ -13,6 +13,7 @@ import hashlib
 import os
 import pwd
 import stat
+import threading
 from pathlib import Path
 
 from owx.canary.options import CanarySettings
@@ -51,18 +52,32 @@ def default_store_dir(settings: Settings, canary: CanarySettings, ids: tuple[int
     return Path("/var/tmp") / f"owx-canary-{tag}"
 
 
-def prepare_store(settings: Settings, canary: CanarySettings) -> str:
-    """The checkpoint store URL actions get; creates the default store's files for the action user."""
-    if canary.store_url:
-        return canary.store_url
-    ids = action_ids(settings.action_user)
-    directory = default_store_dir(settings, canary, ids)
-    blobs = directory / "blobs"
-    spool = blobs / ".spool"  # the store's default staging directory
-    spool.mkdir(parents=True, exist_ok=True)
-    db = directory / DB_NAME
-    db.touch(exist_ok=True)  # an empty file is an empty SQLite database; SQLite (as root) gives its
-    if ids is not None:      # -wal and -shm files the owner of the database file
-        for path in (directory, db, *directory.rglob("*")):
-            os.chown(path, *ids)
-    return f"sqlite://{db}?blobs={blobs}"
+class StoreLocation:
+    """The checkpoint store URL actions get; the default store's files are made on first use
+    (a gateway that never runs a stateful action leaves nothing behind)."""
+
+    def __init__(self, settings: Settings, canary: CanarySettings) -> None:
+        self._ids = action_ids(settings.action_user)
+        self._directory = None if canary.store_url else default_store_dir(settings, canary, self._ids)
+        self.url = canary.store_url or self._default_url()
+        self._ready = canary.store_url is not None
+        self._lock = threading.Lock()
+
+    def _default_url(self) -> str:
+        assert self._directory is not None
+        return f"sqlite://{self._directory / DB_NAME}?blobs={self._directory / 'blobs'}"
+
+    def prepare(self) -> None:
+        """Create the default store's directory and database file for the action user (once)."""
+        with self._lock:
+            if self._ready:
+                return
+            assert self._directory is not None
+            spool = self._directory / "blobs" / ".spool"  # the store's default staging directory
+            spool.mkdir(parents=True, exist_ok=True)
+            db = self._directory / DB_NAME
+            db.touch(exist_ok=True)  # an empty file is an empty SQLite database; SQLite (as root) gives its
+            if self._ids is not None:  # -wal and -shm files the owner of the database file
+                for path in (self._directory, db, *self._directory.rglob("*")):
+                    os.chown(path, *self._ids)
+            self._ready = True

@@ -19,8 +19,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from owx.canary.core import CanaryCore, Failure, Function
+from typing import TYPE_CHECKING
+
+from owx.canary.function import Failure, Function
 from owx.gateway.platform.types import RunOutcome, RunRequest
+
+if TYPE_CHECKING:
+    from owx.canary.core import CanaryCore
 
 
 def run_canary(core: CanaryCore, function: Function, request: RunRequest) -> RunOutcome:
@@ -51,7 +56,7 @@ def _with_recovery(core: CanaryCore, function: Function, request: RunRequest, *,
 def _recover(core: CanaryCore, function: Function, failure: Failure, checkpoints: bool,
              use_replicas: bool) -> tuple[str, str | None]:
     """Choose where the failed function continues; record what was done."""
-    seq = core.latest_checkpoint(function) if checkpoints else None
+    seq = core.checkpoints.latest(function) if checkpoints else None
     if seq is not None:
         function.restored.append(seq)
     replica = None
@@ -125,7 +130,7 @@ def _note_restart(function: Function, failure: Failure) -> None:
     })
 
 
-Strategy = Callable[[CanaryCore, Function, RunRequest], RunOutcome]
+Strategy = Callable[["CanaryCore", Function, RunRequest], RunOutcome]
 STRATEGIES: dict[str, Strategy] = {
     "canary": run_canary,
     "retry": run_retry,

@@ -4,8 +4,11 @@ For every round (``sync_every`` epochs; one round when 0), c_d training actions 
 concurrently on their shards, each starting from the current global model; as soon as
 the training actions of a cluster are done, that cluster's level-1 aggregator averages
 their models (weighted by shard size), and higher levels follow as their inputs
-complete.  In the last round (the planned one, or the one where every action reached
-ε) the top aggregator scores the averaged model on the held-out data and stores it as a
+complete.  When one aggregator would hold every model and that fits a training
+action (``Plan.averages_in_trainers``), rounds before the last skip the aggregation
+action: each training action of the next round averages the models itself before
+training, which saves an invocation round trip per round.  In the last round (the
+planned one, or the one where every action reached ε) the top aggregator scores the averaged model on the held-out data and stores it as a
 Keras file.  That final aggregation runs on the training action when it fits its
 memory: a training container is warm with TensorFlow and the model loaded, while a
 cold aggregation container would first spend seconds importing TensorFlow.  Earlier
@@ -180,19 +183,23 @@ class JobRunner:
                     pass
 
     def _rounds(self, plan: Plan, ref: ModelRef, started: float, prepared: float) -> JobResult:
-        global_weights = str(self.paths.weights / "init.npz")
-        offset, round_losses, top = 0, [], None
+        start: str | list[AggregateInput] = str(self.paths.weights / "init.npz")
+        offset, round_losses = 0, []
+        top: AggregateResult | None = None
         last_train: list[TrainResult] = []
         cpus = os.cpu_count() or 1
         for number, epochs in enumerate(plan.rounds):
             with self._lock:
                 self.state.round = number
             last_round = number == len(plan.rounds) - 1
-            top, last_train = self._round(plan, ref, number, epochs, offset, global_weights,
+            top, last_train = self._round(plan, ref, number, epochs, offset, start,
                                           max(1, cpus // plan.concurrent), cpus, last_round)
             round_losses.append(_mean_loss(last_train))
             offset += max(len(t.losses) for t in last_train)
-            global_weights = top.weights
+            if top is None:  # averaged by the next round's training actions
+                start = [AggregateInput(weights=t.weights, samples=t.samples) for t in last_train]
+                continue
+            start = top.weights
             if top.model_path is not None:
                 break
         assert top is not None
@@ -216,14 +223,20 @@ class JobRunner:
         target = self.job.target_loss
         return target > 0 and all(r.loss <= target for r in results)
 
-    def _round(self, plan: Plan, ref: ModelRef, number: int, epochs: int, offset: int, init: str,
-               threads: int, agg_threads: int, last_round: bool) -> tuple[AggregateResult, list[TrainResult]]:
+    def _round(self, plan: Plan, ref: ModelRef, number: int, epochs: int, offset: int,
+               start: str | list[AggregateInput], threads: int, agg_threads: int,
+               last_round: bool) -> tuple[AggregateResult | None, list[TrainResult]]:
+        """One round's training and, unless the next round's trainers average, its aggregation (None then)."""
         nodes = plan.actions + sum(len(level) for level in plan.tree)
         with ThreadPoolExecutor(max_workers=nodes, thread_name_prefix=f"disdel-{self.job_id}") as pool:
             trainers: list[Future[TrainResult]] = [
-                pool.submit(self._train, plan, ref, number, index, epochs, offset, init, threads)
+                pool.submit(self._train, plan, ref, number, index, epochs, offset, start, threads)
                 for index in range(plan.actions)
             ]
+            if plan.averages_in_trainers and not last_round:
+                results = [t.result() for t in trainers]
+                if not self._converged(results):
+                    return None, results
             below: list[Future[Any]] = list(trainers)
             for level, groups in enumerate(plan.tree, start=1):
                 is_top = level == plan.levels
@@ -233,12 +246,13 @@ class JobRunner:
             top = below[0].result()
             return top, [t.result() for t in trainers]
 
-    def _train(self, plan: Plan, ref: ModelRef, number: int, index: int, epochs: int, offset: int, init: str,
-               threads: int) -> TrainResult:
+    def _train(self, plan: Plan, ref: ModelRef, number: int, index: int, epochs: int, offset: int,
+               start: str | list[AggregateInput], threads: int) -> TrainResult:
         key = f"t{index}"
         params = TrainParams(
             key=f"r{number}-{key}", job_id=self.job_id, model=ref, shard=str(self.paths.dir / f"shard-{index}.npz"),
-            init_weights=init, out_weights=str(self.paths.weights / f"r{number}-{key}.npz"),
+            init_weights=start if isinstance(start, str) else None,
+            init_average=[] if isinstance(start, str) else start, out_weights=str(self.paths.weights / f"r{number}-{key}.npz"),
             progress=str(self.paths.progress(key)), epochs=epochs, epoch_offset=offset,
             batch_size=self.job.batch_size, target_loss=self.job.target_loss, threads=threads,
             checkpoint_store=self.paths.checkpoint_store,

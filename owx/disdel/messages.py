@@ -7,7 +7,7 @@ messages carry their paths.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Message(BaseModel):
@@ -26,6 +26,11 @@ class ModelRef(_Message):
     seed: int = 0
 
 
+class AggregateInput(_Message):
+    weights: str
+    samples: int = Field(ge=1)
+
+
 class TrainParams(_Message):
     """One training action: ``epochs`` epochs on one shard, starting from ``init_weights``."""
 
@@ -34,6 +39,9 @@ class TrainParams(_Message):
     model: ModelRef
     shard: str
     init_weights: str | None = Field(None, description="None: the model's own seeded initial weights")
+    init_average: list[AggregateInput] = Field(
+        default_factory=list, description="start from these models' weighted average instead of init_weights "
+        "(the previous round's outputs, averaged here rather than by a separate aggregation action)")
     out_weights: str
     progress: str = Field(description="file rewritten after every epoch (epoch, loss)")
     epochs: int = Field(ge=1)
@@ -42,6 +50,12 @@ class TrainParams(_Message):
     target_loss: float = Field(0.0, ge=0.0)
     threads: int = Field(0, ge=0, description="TensorFlow intra/inter-op threads; 0 = TensorFlow's choice")
     checkpoint_store: str | None = Field(None, description="canary store URL when the runtime sets none")
+
+    @model_validator(mode="after")
+    def _one_start(self) -> "TrainParams":
+        if self.init_weights and self.init_average:
+            raise ValueError("give init_weights or init_average, not both")
+        return self
 
 
 class MemorySample(_Message):
@@ -64,11 +78,6 @@ class TrainResult(_Message):
     @property
     def loss(self) -> float:
         return self.losses[-1]
-
-
-class AggregateInput(_Message):
-    weights: str
-    samples: int = Field(ge=1)
 
 
 class AggregateParams(_Message):

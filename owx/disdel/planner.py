@@ -55,6 +55,12 @@ class Plan(BaseModel):
     def levels(self) -> int:
         return len(self.tree)
 
+    @property
+    def averages_in_trainers(self) -> bool:
+        """Between rounds, the next round's training actions average the last round's models
+        themselves: one aggregator holds them all, and that fits a training action."""
+        return self.final_on_trainer and self.levels == 1
+
 
 @dataclass(frozen=True)
 class PlanInputs:

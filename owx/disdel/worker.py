@@ -104,17 +104,29 @@ def _checkpointer(params: TrainParams) -> Any:
     return Checkpointer(f"disdel/{params.job_id}/{params.key}", store)
 
 
+def _start_weights(params: TrainParams) -> list[np.ndarray] | None:
+    """The weights training starts from: the average of ``init_average``, ``init_weights``, or None."""
+    if params.init_average:
+        models = [weight_files.load(item.weights) for item in params.init_average]
+        averaged = weight_files.weighted_average(models, [item.samples for item in params.init_average])
+        del models
+        return averaged
+    return weight_files.load(params.init_weights) if params.init_weights else None
+
+
 def train(params: TrainParams) -> TrainResult:
     """Train on one shard for ``params.epochs`` epochs (fewer once the loss reaches ε)."""
     group = own_cgroup()
     phases = {"start": time.time()}
     with MemorySampler(group) as sampler:
         tf = _tensorflow(params.threads)
+        start = _start_weights(params)  # before the shard: the inputs are not held with it
         x, y = _load_shard(params.shard)
         phases["data_loaded"] = time.time()
         model = _model(params.model)
-        if params.init_weights:
-            model.set_weights(weight_files.load(params.init_weights))
+        if start is not None:
+            model.set_weights(start)
+            del start
         _reset_optimizer(model)
         ckpt = _checkpointer(params)
         done, losses = 0, []

@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+OW_PREFIX = "__OW_"
 _local = threading.local()
 _process_env_lock = threading.Lock()
 
@@ -47,8 +48,14 @@ def install() -> None:
 
 @contextmanager
 def activation_env(values: dict[str, str]) -> Iterator[None]:
-    """Expose ``values`` as environment variables to the code run inside the block."""
+    """Expose ``values`` as environment variables to the code run inside the block.
+
+    ``__OW_*`` keys of an earlier activation that this one does not carry are removed,
+    so a warm container never shows one activation's metadata to the next.
+    """
     with _process_env_lock:
+        for stale in [key for key in os.environ if key.startswith(OW_PREFIX) and key not in values]:
+            del os.environ[stale]
         os.environ.update(values)
     _local.env = values
     try:
@@ -63,7 +70,7 @@ def ow_env(message: dict[str, object]) -> dict[str, str]:
     Strings are taken as they are, other values as JSON; ``null`` values are left out.
     """
     return {
-        "__OW_" + key.upper(): value if isinstance(value, str) else json.dumps(value)
+        OW_PREFIX + key.upper(): value if isinstance(value, str) else json.dumps(value)
         for key, value in message.items()
         if key != "value" and value is not None
     }

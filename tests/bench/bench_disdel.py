@@ -172,7 +172,10 @@ def main() -> int:
                  f"{loss:>9} {run.attempts:8d} {run.failed:6d} {run.wasted_s:8.1f}")
         bare, single, retry = runs[0], runs[1], runs[2]
         execution = state.result.job_time_s - state.result.prepare_s
-        line(f"  DiSDeL: {state.result.prepare_s:.1f} s preparing (data split, profile, plan), {execution:.1f} s executing")
+        line(f"  DiSDeL: {state.result.prepare_s:.1f} s preparing (data generation and split, profile, plan), "
+             f"{execution:.1f} s executing (deploy, cold starts, import, compile, rounds, final model); "
+             f"single: {single.time_s:.1f} s (deploy, cold start, import, compile, training); "
+             f"with preparing /single {state.result.job_time_s / single.time_s:.2f}")
         line(f"  time ratios (DiSDeL executing): /single {execution / single.time_s:.2f}, /bare {execution / bare.time_s:.2f}, "
              f"/retry {execution / retry.time_s:.2f}")
         line(f"  loss ratio DiSDeL/bare {disdel.eval_loss / bare.eval_loss:.3f} (training loss per round "
@@ -184,24 +187,27 @@ def main() -> int:
             line(f"  round {number}: " + " ".join(parts))
         train_rounds = [max(a.duration_ms for a in state.activations if a.round == n and a.role == "train" and a.success)
                         for n in range(len(plan.rounds))]
-        agg_rounds = [max(a.duration_ms for a in state.activations if a.round == n and a.role == "aggregate")
+        agg_rounds = [max((a.duration_ms for a in state.activations if a.round == n and a.role == "aggregate"), default=0)
                       for n in range(len(plan.rounds))]
         overhead = execution - (sum(train_rounds) + sum(agg_rounds)) / 1000
         line(f"  critical path: training {sum(train_rounds) / 1000:.1f} s + aggregation {sum(agg_rounds) / 1000:.1f} s "
              f"+ planning/invocation {overhead:.1f} s")
         import json
 
-        fits = []
+        fits, startups = [], []  # start-up: the activation's wall time outside fit(), so without the first trace
         for doc in map(json.loads, (settings.root() / "jobs" / state.job_id / "activations.jsonl").read_text().splitlines()):
             if doc["role"] == "train" and doc["success"]:
                 phases = doc["result"]["phases"]
-                fits.append((phases["fit_done"] - phases["model_ready"]) / max(1, len(doc["result"]["losses"])))
+                fit = phases["fit_done"] - phases["model_ready"]
+                fits.append(fit / max(1, len(doc["result"]["losses"]) - doc["result"]["resumed_from_epoch"]))
+                if doc["round"] == 0:
+                    startups.append(doc["duration_ms"] / 1000 - fit)
         single_fit = single.detail["fit_s"] / job.epochs
         per_round = sum(train_rounds[1:]) / max(1, len(train_rounds) - 1) / 1000
         line(f"  fit time per epoch: single action (all {len(y) - held} samples, 2 threads) {single_fit:.2f} s; "
              f"DiSDeL action (1/{plan.actions} of them, 1 thread) median {sorted(fits)[len(fits) // 2]:.2f} s")
-        line(f"  start-up (import, data, build, first trace): single {single.detail['startup_s']:.1f} s, "
-             f"DiSDeL round 0 minus one epoch {train_rounds[0] / 1000 - sorted(fits)[len(fits) // 2]:.1f} s")
+        line(f"  start-up (container, import, data, build; outside fit): single {single.detail['startup_s']:.1f} s, "
+             f"DiSDeL round 0 slowest action {max(startups):.1f} s")
         for cores in (4, 8):
             actions = cores  # one core per action, c_d = cores, same per-sample speed as measured with 1 thread
             t = (train_rounds[0] / 1000 - per_round) + job.epochs * (per_round * plan.actions / actions) \
@@ -218,7 +224,8 @@ def main() -> int:
         goals.append(("estimate <= 1.25 x measured peak for every combination", max(ratios) <= 1.25))
         goals.append(("0 failed actions in the DiSDeL run", disdel.failed == 0))
         goals.append(("DiSDeL loss within 10% of the bare process's", disdel.eval_loss <= 1.10 * bare.eval_loss))
-        goals.append(("DiSDeL job time (executing) <= single action's on 2 cores", execution <= single.time_s))
+        goals.append(("DiSDeL job time (executing: deploy to final model) <= single action's (deploy to trained model) "
+                      "on 2 cores", execution <= single.time_s))
     finally:
         gw.stop()
         if not args.keep:

@@ -8,17 +8,23 @@ parameters — so a resumed execution must give exactly the failure-free answer.
 * ``solver``      Jacobi iterations on a diagonally dominant linear system (NumPy);
 * ``webservice``  a sequence of idempotent queries against a SQLite database;
 * ``compress``    zlib compression of generated text files, chunk by chunk;
-* ``bfs``         breadth-first search over a generated random graph, level by level.
+* ``bfs``         breadth-first search over a generated random graph (input file made by
+                  :func:`make_graph` on the shared directory), level by level.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+from pathlib import Path
 from typing import Any
 
 PID_FILE = '''
 import os, time
+try:
+    import redis  # noqa: F401  the checkpoint store's client, loaded at /init: a replica takes over at once
+except ImportError:
+    pass
 
 def _pid_file(directory):
     return os.path.join(directory, "pids", os.environ.get("__OW_ACTIVATION_ID", "local"))
@@ -34,17 +40,19 @@ def _resumed(ckpt):
     """When this execution took up the work, and the time of the checkpoint it took it up from."""
     return {"resumed_time": time.time(), "restored_time": ckpt.restored.timestamp if ckpt.restored else None}
 
-def _every(ckpt):
-    """A clock that says when a checkpoint is due: at most one per checkpoint interval."""
-    last = [time.monotonic()]
+def _pacer(ckpt):
+    """Explicit checkpoints at state boundaries, at most one per checkpoint interval and at
+    most a twentieth of the time spent saving: ``maybe(state, values)`` saves ``values()`` if due."""
+    next_at = [time.monotonic() + ckpt.interval_s]
 
-    def due():
+    def maybe(name, values):
         now = time.monotonic()
-        if now - last[0] < ckpt.interval_s:
-            return False
-        last[0] = now
-        return True
-    return due
+        if now < next_at[0]:
+            return
+        ckpt.save(name, **values())
+        done = time.monotonic()
+        next_at[0] = done + max(ckpt.interval_s, 19 * (done - now))
+    return maybe
 
 def _done(directory, result):
     try:
@@ -97,7 +105,7 @@ def main(args):
     requests, seed = args.get("requests", 1600), args["seed"]
     with Checkpointer.from_env() as ckpt:
         state = ckpt.restore() or {"step": 0, "digest": 0, "revenue": 0.0}
-        resumed, timing, due = state["step"], _resumed(ckpt), _every(ckpt)
+        resumed, timing, checkpoint = state["step"], _resumed(ckpt), _pacer(ckpt)
         while state["step"] < requests:
             step = state["step"]
             rng = random.Random(seed * 100003 + step)
@@ -113,8 +121,7 @@ def main(args):
             state["digest"] = (state["digest"] * 31 + sold * 7 + top) % 1000000007
             state["revenue"] = round(state["revenue"] + qty * price, 2)
             state["step"] = step + 1
-            if due():
-                ckpt.save("request-%d" % state["step"], **state)
+            checkpoint("request-%d" % state["step"], lambda: state)
     db.close()
     return _done(args["dir"], {"digest": state["digest"], "revenue": state["revenue"], "resumed": resumed, **timing})
 '''
@@ -131,7 +138,7 @@ def main(args):
     files, size, seed = args.get("files", 60), args.get("size", 96 * 1024), args["seed"]
     with Checkpointer.from_env() as ckpt:
         state = ckpt.restore() or {"file": 0, "out": 0, "crc": 0}
-        resumed, timing, due = state["file"], _resumed(ckpt), _every(ckpt)
+        resumed, timing, checkpoint = state["file"], _resumed(ckpt), _pacer(ckpt)
         while state["file"] < files:
             rng = random.Random(seed * 7919 + state["file"])
             text = " ".join(rng.choices(WORDS, k=size // 7)).encode()
@@ -139,8 +146,7 @@ def main(args):
             state["out"] += len(packed)
             state["crc"] = zlib.crc32(packed, state["crc"])
             state["file"] += 1
-            if due():
-                ckpt.save("file-%d" % state["file"], **state)
+            checkpoint("file-%d" % state["file"], lambda: state)
     return _done(args["dir"], {"out": state["out"], "crc": state["crc"], "resumed": resumed, **timing})
 '''
 
@@ -148,20 +154,19 @@ BFS = PID_FILE + '''
 import numpy as np
 from owx.canary.checkpoint import Checkpointer
 
+def _ints(values):
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
 def main(args):
     _announce(args["dir"])
-    n, degree, seed = args.get("nodes", 300000), args.get("degree", 4), args["seed"]
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, n, n * degree)
-    dst = rng.integers(0, n, n * degree)
-    order = np.argsort(src, kind="stable")
-    targets = dst[order].tolist()
-    starts = np.searchsorted(src[order], np.arange(n + 1)).tolist()
+    with np.load(os.path.join(args["dir"], "graph-%d.npz" % args["seed"])) as graph:  # the input, on shared storage
+        targets, starts = graph["targets"].tolist(), graph["starts"].tolist()
+    n = len(starts) - 1
     with Checkpointer.from_env() as ckpt:
         state = ckpt.restore() or {"depth": 0, "frontier": [0], "pos": 0, "following": [], "seen": bytearray(n),
                                    "reached": 1, "sum": 0}
-        resumed, timing, due = state["depth"], _resumed(ckpt), _every(ckpt)
-        frontier, following = list(state["frontier"]), list(state["following"])  # saved as int32 arrays
+        resumed, timing, checkpoint = state["depth"], _resumed(ckpt), _pacer(ckpt)
+        frontier, following = (_ints(state["frontier"]), _ints(state["following"]))  # saved as int32 arrays
         seen, pos = state["seen"], state["pos"]
         seen[0] = 1
         while frontier:
@@ -171,10 +176,10 @@ def main(args):
                     if not seen[w]:
                         seen[w] = 1
                         following.append(w)
-                if index % 256 == 255 and due():
-                    state.update(pos=index + 1, frontier=np.asarray(frontier, np.int32),
-                                 following=np.asarray(following, np.int32))
-                    ckpt.save("level-%d" % state["depth"], **state)
+                if index % 256 == 255:
+                    checkpoint("level-%d" % state["depth"], lambda: {
+                        **state, "pos": index + 1, "frontier": np.asarray(frontier, np.int32),
+                        "following": np.asarray(following, np.int32)})
             state["depth"] += 1
             state["reached"] += len(following)
             state["sum"] = (state["sum"] + state["depth"] * len(following)) % 1000000007
@@ -182,6 +187,21 @@ def main(args):
     return _done(args["dir"], {"reached": state["reached"], "depth": state["depth"], "sum": state["sum"],
                                "resumed": resumed, **timing})
 '''
+
+
+def make_graph(directory: Path, seed: int, nodes: int = 300_000, degree: int = 4) -> None:
+    """The BFS input: a random directed graph in CSR form (``graph-<seed>.npz``), world-readable."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, nodes, nodes * degree)
+    dst = rng.integers(0, nodes, nodes * degree)
+    order = np.argsort(src, kind="stable")
+    path = directory / f"graph-{seed}.npz"
+    np.savez(path, targets=dst[order].astype(np.int32),
+             starts=np.searchsorted(src[order], np.arange(nodes + 1)).astype(np.int32))
+    path.chmod(0o644)
+
 
 WORKLOADS: dict[str, str] = {"solver": SOLVER, "webservice": WEBSERVICE, "compress": COMPRESS, "bfs": BFS}
 CHECKPOINT_MODE = {"solver": "implicit", "webservice": "explicit", "compress": "explicit", "bfs": "explicit"}

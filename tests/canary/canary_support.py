@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -91,11 +92,13 @@ class CanaryGateway:
 
     def stop(self) -> None:
         self.server.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def start_canary_gateway(**overrides: Any) -> CanaryGateway:
     """A gateway on a free port with its own data dir and cgroup root (stopped by the caller)."""
     workdir = Path(tempfile.mkdtemp(prefix="owx-canary-gw-"))
+    workdir.chmod(0o711)  # the checkpoint store under the data dir must be reachable by the action user
     tag = workdir.name[-8:]
     overrides.setdefault("stem_cells", 0)
     settings = Settings(data_dir=workdir / "data", port=0, cgroup_root=f"owx-test-canary-{tag}", **overrides)
@@ -126,17 +129,17 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "c
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-def checkpoints_of(gw: CanaryGateway, function_id: str) -> int:
-    from owx.canary.checkpoint import open_checkpoint_store
-
-    with open_checkpoint_store(gw.core.store_url) as store:
-        history = store.history(function_id)
-    return history[0].seq if history else 0
-
-
 def kill_running(gw: CanaryGateway, action: str, activation_id: str, after_checkpoints: int = 3) -> float:
     """SIGKILL the container running ``activation_id`` once it has checkpointed; the kill time."""
-    wait_until(lambda: checkpoints_of(gw, activation_id) >= after_checkpoints, what="checkpoints")
+    from owx.canary.checkpoint import open_checkpoint_store
+
+    with open_checkpoint_store(gw.core.store.url) as store:  # one handle, polled gently: the gateway shares our GIL
+        def checkpointed() -> bool:
+            time.sleep(0.02)
+            history = store.history(activation_id)
+            return bool(history) and history[0].seq >= after_checkpoints
+
+        wait_until(checkpointed, what="checkpoints")
     container = wait_until(lambda: busy_containers(gw, action), what="a busy container")[0]
     killed_at = time.time()
     os.kill(container.pid, signal.SIGKILL)

@@ -57,6 +57,8 @@ def test_cli_submit_runs_the_job_and_status_reads_it(gateway: PrivateGateway, ca
     # every training run is an ordinary activation of the job's training action
     train = [a for a in state.activations if a.role == "train"]
     assert len(train) == 4 and all(a.success for a in train)
+    # between rounds the round-1 trainers averaged the round-0 models themselves: one aggregation, at the end
+    assert plan.averages_in_trainers and [(a.round, a.action) for a in state.activations if a.role == "aggregate"] == [(1, "train")]
     listed = activations_of(gateway, f"disdel-{state.job_id}-train")
     on_train_action = {a.activation_id for a in state.activations if a.action == "train"}
     assert {a.activation_id for a in train} < on_train_action  # + the final aggregation, run warm there

@@ -4,8 +4,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from owx.disdel.job import JobError, load_job, parse_job
+from owx.disdel.messages import TrainParams
 from tests.disdel.conftest import SMALL_JOB
 
 
@@ -62,3 +64,12 @@ def test_signature_depends_on_model_data_and_batch() -> None:
     assert base.signature() != parse_job({**SMALL_JOB, "model": "resnet"}).signature()
     other_data = {**SMALL_JOB, "dataset": {**SMALL_JOB["dataset"], "seed": 4}}
     assert base.signature() != parse_job(other_data).signature()
+
+
+def test_a_training_action_starts_from_one_model_or_one_average_not_both() -> None:
+    params = {"key": "r1-t0", "job_id": "j", "model": {"name": "small_cnn", "shape": [8, 8, 1], "classes": 2,
+              "learning_rate": 0.1}, "shard": "s.npz", "out_weights": "o.npz", "progress": "p.json", "epochs": 1,
+              "batch_size": 2, "init_average": [{"weights": "a.npz", "samples": 10}]}
+    assert TrainParams.model_validate(params).init_average[0].samples == 10
+    with pytest.raises(ValidationError, match="init_weights or init_average, not both"):
+        TrainParams.model_validate({**params, "init_weights": "w.npz"})

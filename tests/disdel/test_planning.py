@@ -53,6 +53,8 @@ def test_two_actions_when_they_fit() -> None:
     # the evaluating final aggregation fits a training container, so the aggregator only averages
     assert plan.final_on_trainer and plan.final_estimate_bytes <= plan.train_memory_mb * MB
     assert plan.aggregate_estimate_bytes < 100 * MB < plan.final_estimate_bytes
+    # so the trainers can average between rounds themselves
+    assert plan.averages_in_trainers
 
 
 def test_actions_grow_by_the_papers_rule_until_each_fits() -> None:
@@ -93,6 +95,7 @@ def test_aggregation_tree_adds_levels_when_one_aggregator_cannot_hold_all() -> N
     assert covered == list(range(12))
     assert all(len(group) <= plan.fan_in_max for level in plan.tree for group in level)
     assert plan.aggregate_memory_mb * MB >= plan.aggregate_estimate_bytes
+    assert not plan.averages_in_trainers  # no training action holds all twelve models
 
 
 def test_rounds_follow_sync_every() -> None:

@@ -86,6 +86,19 @@ def test_aggregation_averages_evaluates_and_saves_a_loadable_model(shard: Path) 
     assert Path(run.result["model_path"]).stat().st_size > 0
 
 
+def test_training_can_start_from_the_weighted_average_of_the_last_rounds_models(shard: Path) -> None:
+    directory = shard.parent
+    a = run_isolated("train", train_params(shard, "g", epochs=1), prefix=CGROUP_PREFIX).result["weights"]
+    doubled = weights.save(directory / "doubled.npz", [2 * w for w in weights.load(a)])
+    frozen = {**MODEL, "learning_rate": 1e-12}  # one epoch that leaves the starting weights as they were
+    params = train_params(shard, "h", epochs=1, model=frozen,
+                          init_average=[{"weights": a, "samples": 100}, {"weights": str(doubled), "samples": 300}])
+    run = run_isolated("train", params, prefix=CGROUP_PREFIX)
+    assert run.ok, run.stderr
+    expected = [1.75 * w for w in weights.load(a)]
+    assert all(np.allclose(p, q, atol=1e-6) for p, q in zip(weights.load(run.result["weights"]), expected))
+
+
 def test_bad_parameters_are_an_error_result_not_a_crash(shard: Path) -> None:
     run = run_isolated("train", {"key": "x y", "epochs": 0}, prefix=CGROUP_PREFIX)
     assert run.ok and run.result["error"].startswith("invalid parameters:")

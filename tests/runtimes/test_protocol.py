@@ -103,6 +103,15 @@ def test_environment_from_init_and_run(runtime: RuntimeProcess) -> None:
     }
 
 
+def test_next_activation_does_not_see_the_previous_ones_metadata(runtime: RuntimeProcess) -> None:
+    code = "import os\ndef main(args):\n    return {'fn': os.environ.get('__OW_CANARY_FUNCTION_ID')}\n"
+    assert runtime.init(code).status_code == 200
+    first = runtime.run({}, activation_id="a" * 32, canary_function_id="fn-1")
+    assert first.json() == {"fn": "fn-1"}
+    second = runtime.run({}, activation_id="b" * 32)  # a plain activation in the same warm container
+    assert second.json() == {"fn": None}
+
+
 def test_second_init_is_forbidden(runtime: RuntimeProcess) -> None:
     assert runtime.init(ECHO).status_code == 200
     again = runtime.init("def main(args):\n    return {'replaced': True}\n")

@@ -1,0 +1,78 @@
+"""The core's view of the checkpoint store: what a function has checkpointed, for the
+``checkpoint_info`` table and the activation record; and clean-up after success.
+
+The checkpoints themselves are written and restored by the action (the checkpoint API);
+the core only reads their metadata. A store it cannot open is retried every few seconds
+and reported as a warning on the functions that needed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from owx.canary.checkpoint import CheckpointError, CheckpointStore, open_checkpoint_store
+from owx.canary.function import Function
+from owx.canary.tables import CheckpointInfo, CoreTables, now_ms
+
+log = logging.getLogger(__name__)
+STORE_RETRY_S = 5.0
+
+
+class CheckpointView:
+    """Reads checkpoint metadata of functions from the store at ``url``."""
+
+    def __init__(self, url: str, tables: CoreTables) -> None:
+        self.url = url
+        self.tables = tables
+        self._store: CheckpointStore | None = None
+        self._error: str | None = None
+        self._tried = 0.0
+        self._lock = threading.Lock()
+
+    def latest(self, function: Function) -> int | None:
+        """The sequence number of the function's newest checkpoint (recorded in ``checkpoint_info``)."""
+        store = self._open(function)
+        if store is None:
+            return None
+        try:
+            history = store.history(function.function_id)
+        except CheckpointError as exc:
+            function.warnings.append(f"cannot read the checkpoints of {function.function_id}: {exc}")
+            return None
+        latest = history[0] if history else None
+        self.tables.put(function.namespace, CheckpointInfo(
+            function_id=function.function_id, job_id=function.job_id,
+            latest_seq=latest.seq if latest else None, latest_state=latest.state if latest else None,
+            latest_size=latest.size if latest else None, latest_time=latest.timestamp if latest else None,
+            kept=[info.seq for info in history], restored=function.restored, updated=now_ms()))
+        return latest.seq if latest else None
+
+    def finished(self, function: Function, succeeded: bool) -> None:
+        """Record the last checkpoints; drop them once the function succeeded for good."""
+        self.latest(function)
+        store = self._open(function)
+        if store is not None and succeeded:
+            try:
+                store.delete(function.function_id)
+            except (CheckpointError, OSError) as exc:
+                log.warning("could not delete checkpoints of %s: %s", function.function_id, exc)
+
+    def _open(self, function: Function) -> CheckpointStore | None:
+        with self._lock:
+            if self._store is None and time.monotonic() - self._tried >= STORE_RETRY_S:
+                self._tried = time.monotonic()
+                try:
+                    self._store = open_checkpoint_store(self.url)
+                    self._error = None
+                except CheckpointError as exc:
+                    self._error = str(exc)
+            store, error = self._store, self._error
+        if store is None and error:
+            function.warnings.append(f"checkpoint store unavailable to the core: {error}")
+        return store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close(timeout=5)
