@@ -52,8 +52,7 @@ class CanaryClient:
 
     def submit_job(self, action_name: str, params: list[dict[str, Any]]) -> JobSubmission:
         """Submit one activation per parameter set, admitted together (gang)."""
-        url = f"{self.client.apihost}/api/v1/namespaces/{quote(self.client.namespace)}/canary/jobs"
-        body = self.client._call("POST", url, json={"action": action_name, "params": params}).json()
+        body = self.client.post("canary/jobs", {"action": action_name, "params": params})
         return JobSubmission(body["jobId"], body["activationIds"])
 
     def wait_job(self, job: JobSubmission, timeout: float = 3600.0) -> list[dict[str, Any]]:

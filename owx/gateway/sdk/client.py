@@ -151,6 +151,11 @@ class Client:
         return self._call("GET", f"{self.apihost}/api/v1/namespaces/{quote(self.namespace)}/{path}",
                           params=params).json()
 
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST JSON to any route under the namespace (e.g. ``canary/jobs``)."""
+        return self._call("POST", f"{self.apihost}/api/v1/namespaces/{quote(self.namespace)}/{path}",
+                          json=body).json()
+
     def close(self) -> None:
         self._pollers.shutdown(wait=False, cancel_futures=True)
         self.session.close()
