@@ -25,7 +25,7 @@ def test_oom_rescue_keeps_a_process_alive_beyond_its_limit(local_escra, containe
     assert memory.oom_kills == 0
     assert memory.limit > 300 * MIB
     app = allocator.view().apps["app"]
-    assert app["oom_granted"] >= 2 and app["oom_denied"] == 0
+    assert app["oom_granted"] >= 1 and app["oom_denied"] == 0  # rescued, never refused
 
 
 def test_oom_proceeds_when_the_pool_is_empty(local_escra, container):
