@@ -14,10 +14,9 @@ from typing import Any, Callable
 
 import requests
 
-from owx.config import Settings
 from owx.gateway.platform.types import ContainerInfo
 from owx.gateway.server import GatewayServer
-from owx.gateway.service import Gateway
+from tests.gateway.conftest import RunningGateway, start_gateway
 
 # A stateful action in explicit mode: sums i*i over `steps` steps, a checkpoint after each.
 COUNTER = '''
@@ -46,21 +45,9 @@ def expected_total(steps: int) -> int:
 
 
 @dataclass
-class CanaryGateway:
-    url: str
-    auth: str
-    namespace: str
-    service: Gateway
-    server: GatewayServer
-    workdir: Path
-
-    def session(self) -> requests.Session:
-        session = requests.Session()
-        session.auth = tuple(self.auth.split(":", 1))  # type: ignore[assignment]
-        return session
-
-    def api(self, path: str) -> str:
-        return f"{self.url}/api/v1/namespaces/_/{path}"
+class CanaryGateway(RunningGateway):
+    server: GatewayServer | None = None
+    workdir: Path | None = None
 
     @property
     def platform(self):
@@ -81,16 +68,8 @@ class CanaryGateway:
         assert response.status_code == 200, response.text
         return name
 
-    def wait_record(self, http: requests.Session, activation_id: str, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            response = http.get(self.api(f"activations/{activation_id}"))
-            if response.status_code == 200:
-                return response.json()
-            time.sleep(0.05)
-        raise TimeoutError(f"no record for {activation_id}")
-
     def stop(self) -> None:
+        assert self.server is not None and self.workdir is not None
         self.server.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -101,13 +80,9 @@ def start_canary_gateway(**overrides: Any) -> CanaryGateway:
     workdir.chmod(0o711)  # the checkpoint store under the data dir must be reachable by the action user
     tag = workdir.name[-8:]
     overrides.setdefault("stem_cells", 0)
-    settings = Settings(data_dir=workdir / "data", port=0, cgroup_root=f"owx-test-canary-{tag}", **overrides)
-    service = Gateway.open(settings)
-    identity = service.default_identity()
-    server = GatewayServer(service, "127.0.0.1", 0)
-    server.start_background()
-    return CanaryGateway(f"http://127.0.0.1:{server.port}", identity.auth, identity.namespace, service, server,
-                         workdir)
+    overrides.setdefault("cgroup_root", f"owx-test-canary-{tag}")
+    server, running = start_gateway(workdir / "data", **overrides)
+    return CanaryGateway(running.url, running.auth, running.namespace, running.service, server, workdir)
 
 
 def annotation(record: dict[str, Any], key: str) -> Any:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import requests
@@ -28,6 +29,16 @@ class RunningGateway:
 
     def api(self, path: str) -> str:
         return f"{self.url}/api/v1/namespaces/_/{path}"
+
+    def wait_record(self, http: requests.Session, activation_id: str, timeout: float = 60) -> dict[str, Any]:
+        """The activation's record once it is stored."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answer = http.get(self.api(f"activations/{activation_id}"))
+            if answer.status_code == 200:
+                return answer.json()
+            time.sleep(0.05)
+        raise TimeoutError(f"activation {activation_id} never recorded")
 
 
 def start_gateway(tmp: Path, **overrides) -> tuple[GatewayServer, RunningGateway]:

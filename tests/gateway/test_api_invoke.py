@@ -38,16 +38,6 @@ def annotations(record):
     return {a["key"]: a["value"] for a in record["annotations"]}
 
 
-def wait_record(http, gateway, activation_id, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        answer = http.get(gateway.api(f"activations/{activation_id}"))
-        if answer.status_code == 200:
-            return answer.json()
-        time.sleep(0.05)
-    raise AssertionError(f"activation {activation_id} never recorded")
-
-
 def test_blocking_invoke_returns_the_activation(gateway, http):
     name = deploy(http, gateway)
     answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": "TRUE"}, json={"n": 7})
@@ -76,7 +66,7 @@ def test_result_only_and_non_blocking(gateway, http):
     assert accepted.status_code == 202
     activation_id = accepted.json()["activationId"]
     assert accepted.headers["x-openwhisk-activation-id"] == activation_id
-    record = wait_record(http, gateway, activation_id)
+    record = gateway.wait_record(http, activation_id)
     assert record["response"]["result"]["n"] == 3
     assert http.get(gateway.api(f"activations/{activation_id}/result")).json()["result"] == {"n": 3, "echo": None}
     logs = http.get(gateway.api(f"activations/{activation_id}/logs")).json()["logs"]
@@ -194,5 +184,5 @@ def test_throttle_and_blocking_limit(strict_gateway):
     statuses = [http.post(gateway.api(f"actions/{name}"), json={}).status_code for _ in range(4)]
     assert statuses[:3] == [202, 202, 202] and statuses[3] == 429
     assert "Too many requests" in http.post(gateway.api(f"actions/{name}"), json={}).json()["error"]
-    record = wait_record(http, gateway, slow.json()["activationId"])
+    record = gateway.wait_record(http, slow.json()["activationId"])
     assert record["response"]["success"]  # the slow activation still completed and was recorded

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import threading
+import time
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,6 +62,7 @@ class Container(ABC):
         self._notifier = notifier
         self._listeners: list[ExitListener] = []
         self._dead = threading.Event()
+        self.died_at: float | None = None  # time.time() when the platform saw the container die
         self._kill_reason: DeathReason | None = None
         self._planned = False  # destroyed on purpose: listeners are not told
         self._destroyed = False
@@ -114,13 +117,22 @@ class Container(ABC):
             if self._destroyed:
                 return
             self._destroyed = True
-            self._planned = self._kill_reason is None
+            # a process that already died by itself is a death to report, even if the pool destroys it first
+            self._planned = self._kill_reason is None and not self._exited_already()
         self._signal_kill()
         self._dead.wait(5.0)
         self._release()
         self._close_watch_fds()
         if self.proxy is not None:
             self.proxy.close()
+
+    def _exited_already(self) -> bool:
+        if self._pidfd is None:
+            return False
+        try:
+            return bool(select.select([self._pidfd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return False
 
     def set_memory_limit(self, memory_bytes: int) -> None:
         """Change the hard memory limit (swap included); raises CgroupError when refused."""
@@ -149,6 +161,7 @@ class Container(ABC):
     def _on_exit(self) -> None:
         if self._dead.is_set():
             return
+        self.died_at = time.time()  # when the watcher saw it: listeners run later, on the notifier
         if self._oomfd is not None and _drain(self._oomfd):  # an OOM event in the same epoll batch
             self._oom_seen = True
         try:  # the kernel's kill counter is exact (Escra's rescued OOM events kill nobody) ...

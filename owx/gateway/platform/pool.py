@@ -524,7 +524,7 @@ class ContainerPool:
             if slot is not None and slot.in_flight == 0:  # busy slots are dropped by their run
                 del self._slots[container.id]
             self._cond.notify_all()
-        death = ContainerDeath(container.id, self.node, reason, key, time.time(), code)
+        death = ContainerDeath(container.id, self.node, reason, key, container.died_at or time.time(), code)
         for listener in self._listeners:
             try:
                 listener(death)
