@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from owx.common import cgroups
 from owx.common.cgroups import Cgroup
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from escra_support import wait_for  # noqa: E402
 
 PREFIX = "owx-test-escra"
 
@@ -42,17 +43,6 @@ def _destroy_tree(group: Cgroup) -> None:
     for child in group.children():
         _destroy_tree(child)
     group.destroy()
-
-
-def wait_for(predicate, timeout: float = 5.0, interval: float = 0.05):
-    """Poll ``predicate`` until it returns something truthy; fail with its last value."""
-    deadline = time.monotonic() + timeout
-    value = predicate()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval)
-        value = predicate()
-    assert value, f"condition not met within {timeout}s"
-    return value
 
 
 def free_port() -> int:

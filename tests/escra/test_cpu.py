@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from conftest import wait_for
+from escra_support import wait_for
 from escra_procs import BUSY, IDLE, python
 
 from owx.escra_agent.cpu_policy import CpuWindow, next_quota

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from escra_support import wait_for
 
 from owx.escra_agent.agent import NodeAgent
 from owx.escra_agent.allocator import ResourceAllocator

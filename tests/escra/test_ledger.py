@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from conftest import wait_for
+from escra_support import wait_for
 from escra_procs import IDLE, python
 
 from owx.escra_agent.ledger import PoolLedger

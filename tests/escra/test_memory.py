@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from conftest import wait_for
+from escra_support import wait_for
 from escra_procs import ALLOC, IDLE, python
 
 from owx.escra_agent.messages import Directives, LimitUpdate

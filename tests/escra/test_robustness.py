@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import wait_for
+from escra_support import wait_for
 from escra_procs import BUSY, IDLE, python
 
 from owx.common.cgroups import Cgroup
