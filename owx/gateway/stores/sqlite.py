@@ -168,10 +168,7 @@ class SQLiteEntityStore:
             if self._closed:
                 raise StoreUnavailable("entity store is closed")
             with _transaction(self._conn):
-                row = self._conn.execute(
-                    "SELECT rev FROM entities WHERE namespace=? AND collection=? AND name=?", key
-                ).fetchone()
-                current = row[0] if row else None
+                current = self._current_rev(key)
                 _check_rev(key, current, rev)
                 new_rev, updated = _next_rev(current), self._clock.next()
                 self._conn.execute(
@@ -181,19 +178,23 @@ class SQLiteEntityStore:
             self._cache.invalidate(key, auth=collection == AUTH_COLLECTION)
         return Entity(*key, new_rev, updated, json.loads(text))
 
+    def _current_rev(self, key: tuple[str, str, str]) -> str | None:
+        row = self._conn.execute(
+            "SELECT rev FROM entities WHERE namespace=? AND collection=? AND name=?", key
+        ).fetchone()
+        return row[0] if row else None
+
     def delete(self, namespace: str, collection: str, name: str, rev: str | None = None) -> bool:
         key = check_key(namespace, collection, name)
         with self._lock, _sqlite_errors(self._db.path):
             if self._closed:
                 raise StoreUnavailable("entity store is closed")
             with _transaction(self._conn):
-                row = self._conn.execute(
-                    "SELECT rev FROM entities WHERE namespace=? AND collection=? AND name=?", key
-                ).fetchone()
-                if row is None:
+                current = self._current_rev(key)
+                if current is None:
                     return False
                 if rev is not None:
-                    _check_rev(key, row[0], rev)
+                    _check_rev(key, current, rev)
                 self._conn.execute("DELETE FROM entities WHERE namespace=? AND collection=? AND name=?", key)
             self._cache.invalidate(key, auth=collection == AUTH_COLLECTION)
         return True
