@@ -84,6 +84,9 @@ def gateway_probe(gateway: Any, kind: str, memory_mb: int) -> Probe:
 
 def measure(probe: Probe, workdir: Path, runtime: str, safety: float = 1.25) -> RuntimeCalibration:
     """Run both probes now (about 10-30 s on 2 cores); ``workdir`` must be readable by the probes."""
+    # The first import of TensorFlow after an install reads its libraries into the page cache and the
+    # kernel charges those pages to that probe's cgroup: a warm-up probe keeps them out of the baseline.
+    probe("baseline", {})
     baseline = max(probe("baseline", {}) for _ in range(2))  # page-cache charging varies by a few MiB
     spec = DEPTH_PROBE
     workdir.mkdir(parents=True, exist_ok=True)
