@@ -102,13 +102,7 @@ def test_redis_refusing_writes_mid_save_keeps_the_previous_checkpoint(private_re
         with open_checkpoint_store(env[ENV_STORE]) as store:
             assert store.latest(fid).values == {"blob": b"g" * 400_000}
         admin.config_set("maxmemory", 0)
-        for k in range(3):
-            assert ckpt.save(f"later-{k}", blob=bytes([k]) * 400_000) is not None
-        ckpt.store.flush(5)
-        store = ckpt.store
-        kept = [info.seq for info in store.history(fid)]
-        assert segment_files(store, fid) == {"blob": {seg(s) for s in kept}, "spool": set()}
-        assert function_keys(store, fid) == {f"index/{fid}", f"seq/{fid}", *(f"ckpt/{fid}/{s}" for s in kept)}
+        assert_later_saves_leave_no_leftovers(ckpt, fid)
 
 
 def test_a_failing_spool_mid_save_keeps_the_previous_checkpoint(tmp_path):
@@ -125,10 +119,15 @@ def test_a_failing_spool_mid_save_keeps_the_previous_checkpoint(tmp_path):
         assert "cannot write checkpoint segment" in ckpt.warnings[0]
         assert ckpt.restore() == {"blob": b"g" * 400_000}
         spool_dir.unlink()
-        for k in range(3):
-            assert ckpt.save(f"later-{k}", blob=bytes([k]) * 400_000) is not None
-        ckpt.store.flush(5)
-        store = ckpt.store
-        kept = [info.seq for info in store.history(fid)]
-        assert segment_files(store, fid) == {"blob": {seg(s) for s in kept}, "spool": set()}
-        assert function_keys(store, fid) == {f"index/{fid}", f"seq/{fid}", *(f"ckpt/{fid}/{s}" for s in kept)}
+        assert_later_saves_leave_no_leftovers(ckpt, fid)
+
+
+def assert_later_saves_leave_no_leftovers(ckpt, fid):
+    """After the fault clears, new saves work and only the kept checkpoints' data remains."""
+    for k in range(3):
+        assert ckpt.save(f"later-{k}", blob=bytes([k]) * 400_000) is not None
+    ckpt.store.flush(5)
+    store = ckpt.store
+    kept = [info.seq for info in store.history(fid)]
+    assert segment_files(store, fid) == {"blob": {seg(s) for s in kept}, "spool": set()}
+    assert function_keys(store, fid) == {f"index/{fid}", f"seq/{fid}", *(f"ckpt/{fid}/{s}" for s in kept)}
