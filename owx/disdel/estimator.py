@@ -2,7 +2,8 @@
 
     m_e = baseline + safety x ( per_layer x (layers - baseline_layers)
           + 16 B x params                      weights, gradients, Adam's two moments
-          + 2 x 4 B x batch x activations      forward outputs kept for backprop + their gradients
+          + 3 x 4 B x batch x activations      forward outputs kept for backprop, their gradients,
+                                               and the backend's reordered copies (oneDNN)
           + k x shard_samples x sample_bytes)  k = 2: the loaded shard + the copy model.fit feeds from;
                                                k = 4 when the container runs several rounds
 
@@ -30,7 +31,7 @@ from owx.disdel.model_profile import ModelProfile
 
 MB = 1024 * 1024
 BYTES_PER_PARAM = 16  # float32 weight + gradient + 2 Adam slots
-ACTIVATION_COPIES = 2
+ACTIVATION_COPIES = 3  # with 2, a small CNN at batch 128 peaked at its estimate
 DATA_COPIES = 2
 WARM_DATA_COPIES = 4
 

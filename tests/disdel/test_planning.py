@@ -37,7 +37,7 @@ def inputs(samples: int, **job: object) -> PlanInputs:
 def test_estimate_parts_add_up() -> None:
     estimate = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES)
     assert estimate.model_state == 16 * PROFILE.params
-    assert estimate.activations == 2 * 4 * 32 * PROFILE.activations_per_sample
+    assert estimate.activations == 3 * 4 * 32 * PROFILE.activations_per_sample
     assert estimate.data == 2 * 1000 * SAMPLE_BYTES
     variable = estimate.model_state + estimate.activations + estimate.data
     assert estimate.total == int(300 * MB + 1.25 * variable)
