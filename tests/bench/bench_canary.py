@@ -77,6 +77,7 @@ class Run:
     duplicated: int
     recovery_s: dict[str, list[float]] = field(default_factory=dict)  # per workload, failed invocations
     lost_work_s: list[float] = field(default_factory=list)  # per failed invocation: secured -> killed
+    detection_s: list[float] = field(default_factory=list)  # killed -> the platform reported the death
     durations: dict[str, list[float]] = field(default_factory=dict)
 
     @property
@@ -88,6 +89,10 @@ class Run:
     def mean_lost_work_s(self) -> float:
         """The part of the recovery time that was work done again (the rest is the take-over)."""
         return statistics.fmean(self.lost_work_s) if self.lost_work_s else 0.0
+
+    @property
+    def mean_detection_s(self) -> float:
+        return statistics.fmean(self.detection_s) if self.detection_s else 0.0
 
 
 class Bench:
@@ -166,6 +171,7 @@ class Bench:
         durations: dict[str, list[float]] = defaultdict(list)
         recovery: dict[str, list[float]] = {w: [] for w in WORKLOADS}
         lost_work: list[float] = []
+        detection: list[float] = []
         for aid, (workload, seed), record in zip(ids, plan, records):
             ok = record is not None and record["response"]["success"] and \
                 answer(record["response"]["result"]) == self.answer(workload, seed)
@@ -178,6 +184,8 @@ class Bench:
                 recovery[workload].append(recovery_time(result, target))
                 if result["resumed_time"] > target.killed_at:
                     lost_work.append(target.killed_at - (result["restored_time"] or target.started_at))
+                detected = [f["detectedAt"] / 1000 for f in _annotation(record, "canary")["failures"]]
+                detection.extend(d - target.killed_at for d in detected[:1])
         own = set(ids)
         stored = Counter(r["activationId"] for r in self.service.activations.list(
             self.identity.namespace, since=min(r["start"] for r in records if r)) if r["activationId"] in own)
@@ -185,13 +193,17 @@ class Bench:
         done = [r for r in records if r]
         makespan = (max(r["end"] for r in done) - min(r["start"] for r in done)) / 1000
         return Run(strategy, rate, len(ids), makespan, cost, len(killed), lost, duplicated, recovery, lost_work,
-                   dict(durations))
+                   detection, dict(durations))
 
     def close(self) -> None:
         self.server.stop()
         if self.redis is not None:
             self.redis.stop()
             os.environ.pop("OWX_CANARY_STORE_URL", None)
+
+
+def _annotation(record: dict[str, Any], key: str) -> Any:
+    return next(a["value"] for a in record["annotations"] if a["key"] == key)
 
 
 def recovery_time(result: dict[str, Any], target: Target) -> float:
@@ -212,7 +224,7 @@ def recovery_time(result: dict[str, Any], target: Target) -> float:
 def print_run(run: Run, baseline: Run) -> None:
     per = " ".join(f"{w}={statistics.fmean(v) * 1000:5.0f}" if v else f"{w}=    -" for w, v in run.recovery_s.items())
     print(f"{run.strategy:>19} {run.rate:5.0%} n={run.invocations:<4} kills={run.kills:<3} "
-          f"recovery={run.mean_recovery_s * 1000:6.0f} ms ({per}; redone {run.mean_lost_work_s * 1000:4.0f}) makespan={run.makespan_s:6.2f} s "
+          f"recovery={run.mean_recovery_s * 1000:6.0f} ms ({per}; redone {run.mean_lost_work_s * 1000:4.0f}, detection {run.mean_detection_s * 1000:3.0f}) makespan={run.makespan_s:6.2f} s "
           f"({run.makespan_s / baseline.makespan_s:4.2f}x) cost=${run.cost_usd:.5f} "
           f"({run.cost_usd / baseline.cost_usd:4.2f}x) lost={run.lost} dup={run.duplicated}", flush=True)
 

@@ -8,8 +8,11 @@ parameters — so a resumed execution must give exactly the failure-free answer.
 * ``solver``      Jacobi iterations on a diagonally dominant linear system (NumPy);
 * ``webservice``  a sequence of idempotent queries against a SQLite database;
 * ``compress``    zlib compression of generated text files, chunk by chunk;
-* ``bfs``         breadth-first search over a generated random graph (input file made by
-                  :func:`make_graph` on the shared directory), level by level.
+* ``bfs``         breadth-first searches from two sources over a generated random graph
+                  (input file made by :func:`make_graph` on the shared directory), level by level.
+
+Each runs for about a second of CPU here (two under the bench's load): long enough that a
+failure costs a restart real work, as for the long-running functions Canary is for.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def _resumed(ckpt):
 
 def _pacer(ckpt):
     """Explicit checkpoints at state boundaries, at most one per checkpoint interval and at
-    most a twentieth of the time spent saving: ``maybe(state, values)`` saves ``values()`` if due."""
+    most a tenth of the time spent saving: ``maybe(state, values)`` saves ``values()`` if due."""
     next_at = [time.monotonic() + ckpt.interval_s]
 
     def maybe(name, values):
@@ -51,7 +54,7 @@ def _pacer(ckpt):
             return
         ckpt.save(name, **values())
         done = time.monotonic()
-        next_at[0] = done + max(ckpt.interval_s, 19 * (done - now))
+        next_at[0] = done + max(ckpt.interval_s, 9 * (done - now))
     return maybe
 
 def _done(directory, result):
@@ -68,7 +71,7 @@ from owx.canary.checkpoint import Checkpointer
 
 def main(args):
     _announce(args["dir"])
-    n, iterations, seed = args.get("n", 400), args.get("iterations", 20000), args["seed"]
+    n, iterations, seed = args.get("n", 400), args.get("iterations", 40000), args["seed"]
     rng = np.random.default_rng(seed)
     a = rng.random((n, n))
     a[np.diag_indices(n)] = a.sum(axis=1) + 1.0
@@ -102,7 +105,7 @@ def main(args):
     db.execute("PRAGMA synchronous=OFF")
     db.execute("CREATE TABLE IF NOT EXISTS orders (step INTEGER PRIMARY KEY, item INTEGER, qty INTEGER, price REAL)")
     db.execute("CREATE TABLE IF NOT EXISTS stock (item INTEGER PRIMARY KEY, sold INTEGER)")
-    requests, seed = args.get("requests", 1600), args["seed"]
+    requests, seed = args.get("requests", 3200), args["seed"]
     with Checkpointer.from_env() as ckpt:
         state = ckpt.restore() or {"step": 0, "digest": 0, "revenue": 0.0}
         resumed, timing, checkpoint = state["step"], _resumed(ckpt), _pacer(ckpt)
@@ -135,7 +138,7 @@ WORDS = ["owx", "canary", "function", "state", "replica", "checkpoint", "node", 
 
 def main(args):
     _announce(args["dir"])
-    files, size, seed = args.get("files", 60), args.get("size", 96 * 1024), args["seed"]
+    files, size, seed = args.get("files", 120), args.get("size", 96 * 1024), args["seed"]
     with Checkpointer.from_env() as ckpt:
         state = ckpt.restore() or {"file": 0, "out": 0, "crc": 0}
         resumed, timing, checkpoint = state["file"], _resumed(ckpt), _pacer(ckpt)
@@ -157,35 +160,42 @@ from owx.canary.checkpoint import Checkpointer
 def _ints(values):
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
+def _search(source, n):
+    return {"depth": 0, "frontier": [source], "pos": 0, "following": [], "seen": bytearray(n), "reached": 1}
+
 def main(args):
     _announce(args["dir"])
     with np.load(os.path.join(args["dir"], "graph-%d.npz" % args["seed"])) as graph:  # the input, on shared storage
         targets, starts = graph["targets"].tolist(), graph["starts"].tolist()
     n = len(starts) - 1
+    sources = args.get("sources", [0, n // 2])
     with Checkpointer.from_env() as ckpt:
-        state = ckpt.restore() or {"depth": 0, "frontier": [0], "pos": 0, "following": [], "seen": bytearray(n),
-                                   "reached": 1, "sum": 0}
-        resumed, timing, checkpoint = state["depth"], _resumed(ckpt), _pacer(ckpt)
-        frontier, following = (_ints(state["frontier"]), _ints(state["following"]))  # saved as int32 arrays
-        seen, pos = state["seen"], state["pos"]
-        seen[0] = 1
-        while frontier:
-            for index in range(pos, len(frontier)):
-                v = frontier[index]
-                for w in targets[starts[v]:starts[v + 1]]:
-                    if not seen[w]:
-                        seen[w] = 1
-                        following.append(w)
-                if index % 256 == 255:
-                    checkpoint("level-%d" % state["depth"], lambda: {
-                        **state, "pos": index + 1, "frontier": np.asarray(frontier, np.int32),
-                        "following": np.asarray(following, np.int32)})
-            state["depth"] += 1
-            state["reached"] += len(following)
-            state["sum"] = (state["sum"] + state["depth"] * len(following)) % 1000000007
-            frontier, following, pos = following, [], 0
-    return _done(args["dir"], {"reached": state["reached"], "depth": state["depth"], "sum": state["sum"],
-                               "resumed": resumed, **timing})
+        state = ckpt.restore() or {"source": 0, "sum": 0, **_search(sources[0], n)}
+        resumed, timing, checkpoint = (state["source"], state["depth"]), _resumed(ckpt), _pacer(ckpt)
+        while state["source"] < len(sources):
+            frontier, following = (_ints(state["frontier"]), _ints(state["following"]))  # saved as int32 arrays
+            seen, pos = state["seen"], state["pos"]
+            seen[sources[state["source"]]] = 1
+            while frontier:
+                for index in range(pos, len(frontier)):
+                    v = frontier[index]
+                    for w in targets[starts[v]:starts[v + 1]]:
+                        if not seen[w]:
+                            seen[w] = 1
+                            following.append(w)
+                    if index % 256 == 255:
+                        checkpoint("source-%d-level-%d" % (state["source"], state["depth"]), lambda: {
+                            **state, "pos": index + 1, "frontier": np.asarray(frontier, np.int32),
+                            "following": np.asarray(following, np.int32)})
+                state["depth"] += 1
+                state["reached"] += len(following)
+                state["sum"] = (state["sum"] * 31 + state["depth"] * len(following)) % 1000000007
+                frontier, following, pos = following, [], 0
+            state["sum"] = (state["sum"] * 31 + state["reached"]) % 1000000007
+            state["source"] += 1
+            if state["source"] < len(sources):
+                state.update(_search(sources[state["source"]], n))
+    return _done(args["dir"], {"sources": len(sources), "sum": state["sum"], "resumed": resumed, **timing})
 '''
 
 

@@ -208,7 +208,18 @@ def prepare_launch(python: str, user: str) -> Launch:
     )
     site_dirs = [d for d in json.loads(listing.stdout) if os.path.isdir(d)]
     pythonpath = os.pathsep.join([PACKAGE_PARENT, *site_dirs])
+    _compile_owx(python)
     return Launch(python, pythonpath, _user_ids(user, python, pythonpath))
+
+
+def _compile_owx(python: str) -> None:
+    """Write owx's bytecode for ``python`` once: runtimes never write it (PYTHONDONTWRITEBYTECODE),
+    and without it every container start compiles the runtime and checkpoint modules again
+    (~0.4 s of CPU per start measured here)."""
+    done = subprocess.run([python, "-m", "compileall", "-q", str(Path(PACKAGE_PARENT) / "owx")],
+                          capture_output=True, timeout=120)
+    if done.returncode != 0:  # a read-only install: containers still start, only slower
+        log.warning("could not write owx bytecode for %s: %s", python, done.stdout.decode(errors="replace")[-300:])
 
 
 def _user_ids(user: str, python: str, pythonpath: str) -> tuple[int, int] | None:
