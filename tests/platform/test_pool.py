@@ -149,3 +149,17 @@ def test_actions_run_as_the_unprivileged_user_when_the_runtime_is_reachable(make
     outcome = platform.run(spec(code), request())
     assert outcome.status == SUCCESS, outcome.result
     assert outcome.result == {"uid": 65534}
+
+
+def test_runtime_modules_get_bytecode_so_container_starts_do_not_compile() -> None:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import owx.canary.checkpoint.codec as codec
+    from owx.gateway.platform.backends.local import compile_owx
+
+    cached = Path(importlib.util.cache_from_source(codec.__file__))
+    cached.unlink(missing_ok=True)
+    compile_owx(sys.executable)
+    assert cached.exists() and cached.stat().st_mtime >= Path(codec.__file__).stat().st_mtime

@@ -208,11 +208,11 @@ def prepare_launch(python: str, user: str) -> Launch:
     )
     site_dirs = [d for d in json.loads(listing.stdout) if os.path.isdir(d)]
     pythonpath = os.pathsep.join([PACKAGE_PARENT, *site_dirs])
-    _compile_owx(python)
+    compile_owx(python)
     return Launch(python, pythonpath, _user_ids(user, python, pythonpath))
 
 
-def _compile_owx(python: str) -> None:
+def compile_owx(python: str) -> None:
     """Write owx's bytecode for ``python`` once: runtimes never write it (PYTHONDONTWRITEBYTECODE),
     and without it every container start compiles the runtime and checkpoint modules again
     (~0.4 s of CPU per start measured here)."""
