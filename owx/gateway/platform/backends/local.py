@@ -1,9 +1,11 @@
 """Backend ``local``: a container is a runtime process in its own cgroup on this machine.
 
-Start-up is one fork/exec: the cgroup is created and limited first, the child
-joins it (and drops to the action user) between fork and exec, and it inherits
-a socket that is already listening, so ``/init`` can be sent at once and waits
-in the accept backlog until the runtime is up.  No polling anywhere.
+Start-up is one fork of the backend's zygote (a runtime process that imported the
+runtime and common modules once, :mod:`owx.runtimes.zygote`), or a fork/exec of the
+interpreter without it: the cgroup is created and limited first, the child joins it
+(and drops to the action user) before it serves, and it inherits a socket that is
+already listening, so ``/init`` can be sent at once and waits in the accept backlog
+until the runtime is up.  No polling anywhere.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from owx.common.cgroups import CgroupError, is_v2
 from owx.gateway.platform.container import Backend, Container, ContainerRequest
+from owx.gateway.platform.backends.zygote_client import Zygote, ZygoteError
 from owx.gateway.platform.proxy import ProxyClient
 from owx.gateway.platform.settings import PlatformSettings
 
@@ -31,6 +35,8 @@ log = logging.getLogger(__name__)
 RUNTIME_MODULE = "owx.runtimes.python_action"
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[4])  # the directory that holds owx/
 PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
+ZYGOTE_NOTICE_WAIT_S = 0.2  # a forked runtime that exited: the zygote reaps it and reports within ms
+ZYGOTE_REAP_WAIT_S = 5.0
 
 
 class LocalBackend(Backend):
@@ -43,16 +49,20 @@ class LocalBackend(Backend):
         self.launch = prepare_launch(settings.runtime_python, action_user)
         self.workroot = Path(tempfile.mkdtemp(prefix="owx-local-"))
         self.workroot.chmod(0o711)
+        self.zygote = Zygote(self.launch.python, runtime_env(self.launch.pythonpath, self.workroot),
+                             settings.zygote_preload) if settings.zygote else None
 
     def create(self, request: ContainerRequest) -> Container:
         if request.kind not in PYTHON_KINDS:
             raise ValueError(f"backend 'local' runs kinds {', '.join(PYTHON_KINDS)}, not {request.kind!r}")
         container = LocalContainer(f"owx-{secrets.token_hex(6)}", request, self.watcher, self.notifier)
-        container.start(self.launch, self.workroot)
+        container.start(self.launch, self.workroot, self.zygote)
         return container
 
     def close(self) -> None:
         super().close()
+        if self.zygote is not None:
+            self.zygote.close()
         shutil.rmtree(self.workroot, ignore_errors=True)
 
 
@@ -63,9 +73,11 @@ class LocalContainer(Container):
         super().__init__(*args, **kwargs)
         self.workdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._zygote: Zygote | None = None  # the forked runtime's parent, when it has one
+        self._code: int | None = None
 
-    def start(self, launch: Launch, workroot: Path) -> None:
-        """Create the limited cgroup and exec the runtime inside it."""
+    def start(self, launch: Launch, workroot: Path, zygote: Zygote | None = None) -> None:
+        """Create the limited cgroup and start the runtime inside it (forked by ``zygote`` if given)."""
         self._make_cgroup()
         self.workdir = workroot / self.id
         self.workdir.mkdir(mode=0o700)
@@ -77,17 +89,20 @@ class LocalContainer(Container):
         try:
             listener.bind(("127.0.0.1", 0))
             listener.listen(128)
-            self._process = subprocess.Popen(
-                launch.command(listener.fileno()),
-                pass_fds=(listener.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                cwd=self.workdir,
-                env=self._env(launch.pythonpath),
-                start_new_session=True,
-                preexec_fn=_enter_cgroup_and_drop(self._procs_files(), launch.ids),
-            )
+            pid = self._fork(zygote, launch, [listener.fileno(), out_w, err_w])
+            if pid is None:
+                self._process = subprocess.Popen(
+                    launch.command(listener.fileno()),
+                    pass_fds=(listener.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out_w,
+                    stderr=err_w,
+                    cwd=self.workdir,
+                    env=self._env(launch.pythonpath),
+                    start_new_session=True,
+                    preexec_fn=_enter_cgroup_and_drop(self._procs_files(), launch.ids),
+                )
+                pid = self._process.pid
             port = listener.getsockname()[1]
         except BaseException:
             os.close(out_r)
@@ -102,7 +117,19 @@ class LocalContainer(Container):
         for fd, stream in ((out_r, "stdout"), (err_r, "stderr")):
             os.set_blocking(fd, False)
             self._watcher.watch_stream(fd, _feeder(self, fd, stream))
-        self._watch(self._process.pid)
+        self._watch(pid)
+
+    def _fork(self, zygote: Zygote | None, launch: Launch, fds: list[int]) -> int | None:
+        if zygote is None:
+            return None
+        try:
+            pid = zygote.spawn([os.fsdecode(p) for p in self._procs_files()], str(self.workdir),
+                               self._env(launch.pythonpath), launch.ids, fds)
+        except ZygoteError as exc:
+            log.warning("zygote could not fork %s (%s); starting the interpreter", self.id, exc)
+            return None
+        self._zygote = zygote
+        return pid
 
     def _make_cgroup(self) -> None:
         limits = self.request.limits
@@ -117,27 +144,24 @@ class LocalContainer(Container):
         return [bytes(self.cgroup.dir(c) / "cgroup.procs") for c in dict.fromkeys(controllers)]
 
     def _env(self, pythonpath: str) -> dict[str, str]:
-        return {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            "HOME": str(self.workdir),
-            "TMPDIR": str(self.workdir),
-            "PYTHONPATH": pythonpath,
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "LANG": "C.UTF-8",
-        }
+        assert self.workdir is not None
+        return runtime_env(pythonpath, self.workdir)
 
     def _signal_kill(self) -> None:
         self.cgroup.kill_all()
-        if self._process is not None and self._process.poll() is None:
-            try:
-                os.kill(self._process.pid, 9)
-            except ProcessLookupError:
-                pass
+        try:
+            if self._process is not None and self._process.poll() is None:
+                os.kill(self._process.pid, signal.SIGKILL)
+            elif self._process is None and self._pidfd is not None:  # forked: the pidfd is safe from pid reuse
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        except (ProcessLookupError, OSError):
+            pass
 
     def _release(self) -> None:
         if self._process is not None:
             self._process.wait()
+        elif self._zygote is not None and self._code is None:
+            self._code = self._zygote.exit_code(self.pid, ZYGOTE_REAP_WAIT_S)
         try:
             self.cgroup.destroy()
         except CgroupError as exc:
@@ -149,7 +173,24 @@ class LocalContainer(Container):
         self.cgroup.set_memory_limit(memory_bytes)
 
     def _exit_code(self) -> int | None:
-        return None if self._process is None else self._process.poll()
+        if self._process is not None:
+            return self._process.poll()
+        if self._zygote is not None and self._code is None and self._exited_already():
+            self._code = self._zygote.exit_code(self.pid, ZYGOTE_NOTICE_WAIT_S)
+        return self._code
+
+
+def runtime_env(pythonpath: str, home: Path) -> dict[str, str]:
+    """The environment a runtime starts with (its actions add theirs per activation)."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "PYTHONPATH": pythonpath,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LANG": "C.UTF-8",
+    }
 
 
 def _feeder(container: Container, fd: int, stream: str):

@@ -1,0 +1,97 @@
+"""The local backend's end of a runtime zygote (:mod:`owx.runtimes.zygote`).
+
+One zygote per backend; :meth:`Zygote.spawn` returns the pid of a forked runtime, and
+:meth:`Zygote.exit_code` its exit status once the zygote has reaped it.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import logging
+import queue
+import socket
+import subprocess
+import threading
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SPAWN_TIMEOUT_S = 10.0
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not fork a runtime (the caller starts one the usual way)."""
+
+
+class Zygote:
+    """A running zygote process and the notices it sends."""
+
+    def __init__(self, python: str, env: dict[str, str], preload: list[str]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = subprocess.Popen(
+                [python, "-S", "-m", "owx.runtimes.zygote", str(theirs.fileno()), *preload],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.alive = True
+        self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._exits: dict[int, int] = {}
+        self._cond = threading.Condition()
+        self._request = threading.Lock()
+        threading.Thread(target=self._read, name="owx-zygote-reader", daemon=True).start()
+
+    def spawn(self, procs: list[str], cwd: str, env: dict[str, str], ids: tuple[int, int] | None,
+              fds: list[int]) -> int:
+        """Fork a runtime into the cgroups whose ``cgroup.procs`` files are ``procs``; its pid."""
+        message = json.dumps({"procs": procs, "cwd": cwd, "env": env, "ids": ids}).encode()
+        with self._request:
+            if not self.alive:
+                raise ZygoteError("the zygote is not running")
+            try:
+                self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                reply = self._replies.get(timeout=SPAWN_TIMEOUT_S)
+            except (OSError, queue.Empty) as exc:
+                raise ZygoteError(f"no answer from the zygote: {exc}") from exc
+        if "pid" not in reply:
+            raise ZygoteError(reply.get("error", "the zygote refused"))
+        return int(reply["pid"])
+
+    def exit_code(self, pid: int, timeout: float) -> int | None:
+        """The exit status of runtime ``pid`` (waiting up to ``timeout`` for the zygote's notice)."""
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self._exits or not self.alive, timeout)
+            return self._exits.pop(pid, None)
+
+    def close(self) -> None:
+        try:  # wakes the reader's recv and tells the zygote to end (a bare close does neither)
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _read(self) -> None:
+        try:
+            while data := self.sock.recv(65536):
+                message = json.loads(data)
+                if "exited" in message:
+                    with self._cond:
+                        self._exits[int(message["exited"])] = int(message["code"])
+                        self._cond.notify_all()
+                else:
+                    self._replies.put(message)
+        except OSError:
+            pass
+        with self._cond:
+            self.alive = False
+            self._cond.notify_all()
+        self._replies.put({"error": "the zygote exited"})
+        log.info("runtime zygote %d ended", self.process.pid)

@@ -1,0 +1,58 @@
+"""Runtimes forked by the local backend's zygote: cgroup, exit status, fresh random state, fallback."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from platform_helpers import ECHO, SLEEP, pid_alive, request, spec, wait_for
+
+from owx.common.cgroups import Cgroup
+from owx.gateway.platform.types import SUCCESS
+
+RANDOM = "import numpy as np\ndef main(args):\n    return {'draw': int(np.random.randint(1 << 30))}\n"
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_runtimes_are_forked_by_the_zygote_into_their_own_cgroup(make_platform):
+    platform = make_platform()
+    assert platform.run(spec(ECHO), request(n=1)).status == SUCCESS
+    (info,) = platform.containers()
+    assert parent_of(info.pid) == platform.backend.zygote.process.pid
+    assert Cgroup(info.cgroup).pids() == [info.pid]
+
+
+def test_a_killed_forked_runtime_is_reported_and_reaped(make_platform):
+    platform = make_platform()
+    outcomes = []
+    runner = threading.Thread(target=lambda: outcomes.append(platform.run(spec(SLEEP), request(s=30))))
+    runner.start()
+    wait_for(lambda: any(c.in_flight for c in platform.containers()), what="the run to start")
+    (info,) = platform.containers()
+    os.kill(info.pid, 9)
+    runner.join(30)
+    assert outcomes and outcomes[0].status != SUCCESS and outcomes[0].failure == "exited"
+    wait_for(lambda: not pid_alive(info.pid), what="the zygote to reap its child")
+
+
+def test_each_forked_runtime_draws_its_own_numpy_randoms(make_platform):
+    platform = make_platform()
+    draws = {platform.run(spec(RANDOM, name=f"draw{i}"), request()).result["draw"] for i in range(3)}
+    assert len(draws) == 3
+
+
+def test_containers_start_without_the_zygote_and_when_it_died(make_platform):
+    plain = make_platform(zygote=False)
+    assert plain.backend.zygote is None
+    assert plain.run(spec(ECHO), request()).status == SUCCESS
+    assert parent_of(plain.containers()[0].pid) == os.getpid()
+
+    forked = make_platform()
+    forked.backend.zygote.process.kill()
+    wait_for(lambda: not forked.backend.zygote.alive, what="the zygote's end to be noticed")
+    assert forked.run(spec(ECHO), request()).status == SUCCESS
+    assert parent_of(forked.containers()[0].pid) == os.getpid()
