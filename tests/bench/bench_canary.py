@@ -60,7 +60,7 @@ STRATEGIES = {  # name -> canary annotation fields
     "active-standby": {"fault_tolerance": "active-standby"},
 }
 SEEDS = 5
-INTERVAL_S = 0.1
+INTERVAL_S = 0.05
 MEMORY_MB = 512
 OUT = Path("bench-out")
 
