@@ -28,6 +28,8 @@ import sys
 import traceback
 from typing import Any
 
+from owx.runtimes.confine import enter_container
+
 MAX_MESSAGE = 1 << 20
 FDS = 3
 
@@ -105,26 +107,15 @@ def _spawn(request: dict[str, Any], fds: list[int], sock: socket.socket, *privat
 def _become_runtime(request: dict[str, Any], fds: list[int]) -> int:
     listener, out, err = fds
     os.setsid()
-    me = str(os.getpid()).encode()
-    for path in request["procs"]:
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.write(fd, me)
-        finally:
-            os.close(fd)
+    os.chdir(request["cwd"])
     null = os.open(os.devnull, os.O_RDONLY)
     for source, target in ((null, 0), (out, 1), (err, 2)):
         os.dup2(source, target)
     for fd in (null, out, err):
         os.close(fd)
-    os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    if request.get("ids"):
-        uid, gid = request["ids"]
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
+    enter_container(request["procs"], tuple(request["ids"]) if request.get("ids") else None)
     if "numpy" in sys.modules:  # numpy's global generator is not reseeded at fork, unlike ``random``
         sys.modules["numpy"].random.seed()
     from owx.runtimes.python_action import main

@@ -48,6 +48,7 @@ from canary_redis import RedisServer  # noqa: E402
 from canary_workloads import CHECKPOINT_MODE, WORKLOADS, answer, expected, make_graph  # noqa: E402
 
 from owx.config import Settings  # noqa: E402
+from owx.gateway.catalog import annotation  # noqa: E402
 from owx.gateway.server import GatewayServer  # noqa: E402
 from owx.gateway.service import Gateway  # noqa: E402
 
@@ -184,7 +185,7 @@ class Bench:
                 recovery[workload].append(recovery_time(result, target))
                 if result["resumed_time"] > target.killed_at:
                     lost_work.append(target.killed_at - (result["restored_time"] or target.started_at))
-                detected = [f["detectedAt"] / 1000 for f in _annotation(record, "canary")["failures"]]
+                detected = [f["detectedAt"] / 1000 for f in annotation(record, "canary")["failures"]]
                 detection.extend(d - target.killed_at for d in detected[:1])
         own = set(ids)
         stored = Counter(r["activationId"] for r in self.service.activations.list(
@@ -200,10 +201,6 @@ class Bench:
         if self.redis is not None:
             self.redis.stop()
             os.environ.pop("OWX_CANARY_STORE_URL", None)
-
-
-def _annotation(record: dict[str, Any], key: str) -> Any:
-    return next(a["value"] for a in record["annotations"] if a["key"] == key)
 
 
 def recovery_time(result: dict[str, Any], target: Target) -> float:

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 from owx.common.cgroups import CgroupError, is_v2
@@ -29,6 +29,7 @@ from owx.gateway.platform.container import Backend, Container, ContainerRequest
 from owx.gateway.platform.backends.zygote_client import Zygote, ZygoteError
 from owx.gateway.platform.proxy import ProxyClient
 from owx.gateway.platform.settings import PlatformSettings
+from owx.runtimes.confine import enter_container
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class LocalContainer(Container):
                     cwd=self.workdir,
                     env=self._env(launch.pythonpath),
                     start_new_session=True,
-                    preexec_fn=_enter_cgroup_and_drop(self._procs_files(), launch.ids),
+                    preexec_fn=partial(enter_container, self._procs_files(), launch.ids),
                 )
                 pid = self._process.pid
             port = listener.getsockname()[1]
@@ -200,25 +201,6 @@ def _feeder(container: Container, fd: int, stream: str):
             os.close(fd)
 
     return feed
-
-
-def _enter_cgroup_and_drop(procs_files: list[bytes], ids: tuple[int, int] | None):
-    """The child's last steps before exec: join the cgroup, then become the action user."""
-
-    def enter() -> None:
-        pid = str(os.getpid()).encode()
-        for path in procs_files:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-        if ids is not None:
-            os.setgroups([])
-            os.setgid(ids[1])
-            os.setuid(ids[0])
-
-    return enter
 
 
 @dataclass(frozen=True, slots=True)
