@@ -18,7 +18,7 @@ COMMANDS = {
     "thorn": ("owx.thorn.cli", "THORN node daemon and testbed"),
     "disdel": ("owx.disdel.cli", "submit and follow DiSDeL training jobs"),
     "runtime": ("owx.runtimes.cli", "run an action runtime or build its image"),
-    "bench": ("owx.bench", "run a benchmark from tests/bench"),
+    "bench": ("owx.bench.cli", "run a benchmark (owx.bench)"),
 }
 
 

@@ -12,7 +12,7 @@ from owx.common import cgroups
 from owx.disdel.calibration import load_or_measure, local_probe, local_runtime_key
 from owx.disdel.estimator import RuntimeCalibration
 from owx.disdel.settings import DisdelSettings
-from tests.bench.disdel_gateway import PrivateGateway, start_gateway
+from owx.bench.disdel.gateway import PrivateGateway, start_gateway
 
 CGROUP_PREFIX = "owx-disdel-test"
 

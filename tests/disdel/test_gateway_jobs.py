@@ -21,7 +21,7 @@ from owx.disdel.history import open_history
 from owx.disdel.job import parse_job
 from owx.disdel.settings import DisdelSettings
 from owx.disdel.state import JobState
-from tests.bench.disdel_gateway import PrivateGateway
+from owx.bench.disdel.gateway import PrivateGateway
 from tests.disdel.conftest import CGROUP_PREFIX, SMALL_JOB
 
 pytestmark = pytest.mark.slow

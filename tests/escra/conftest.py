@@ -14,9 +14,7 @@ import requests
 from owx.common import cgroups
 from owx.common.cgroups import Cgroup
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-from escra_support import wait_for  # noqa: E402
+from escra_support import wait_for
 
 PREFIX = "owx-test-escra"
 
@@ -125,7 +123,7 @@ def local_escra(cgroup_root):
 @pytest.fixture
 def container(cgroup_root):
     """Factory: a container cgroup on node n1 (``<cgroup_root>/n1/<name>``) and its processes."""
-    from escra_procs import spawn_in
+    from owx.bench.escra.procs import spawn_in
 
     procs = []
 

@@ -7,7 +7,7 @@ import signal
 import time
 
 from escra_support import wait_for
-from escra_procs import BUSY, IDLE, python
+from owx.bench.escra.procs import BUSY, IDLE, python
 
 from owx.escra_agent.cpu_policy import CpuWindow, next_quota
 from owx.escra_agent.messages import Sample

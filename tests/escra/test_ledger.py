@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from escra_support import wait_for
-from escra_procs import IDLE, python
+from owx.bench.escra.procs import IDLE, python
 
 from owx.escra_agent.ledger import PoolLedger
 

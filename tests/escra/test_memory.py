@@ -6,7 +6,7 @@ import subprocess
 import time
 
 from escra_support import wait_for
-from escra_procs import ALLOC, IDLE, python
+from owx.bench.escra.procs import ALLOC, IDLE, python
 
 from owx.escra_agent.messages import Directives, LimitUpdate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from escra_support import wait_for
-from escra_procs import BUSY, IDLE, python
+from owx.bench.escra.procs import BUSY, IDLE, python
 
 from owx.common.cgroups import Cgroup
 from owx.escra_agent.agent import NodeAgent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from escra_procs import BUSY, IDLE, python
+from owx.bench.escra.procs import BUSY, IDLE, python
 
 from owx.escra_agent.telemetry import CgroupProbe, delta
 

@@ -21,9 +21,9 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-from escra_procs import BUSY, python, spawn_in
-from escra_stack import EscraStack
-from escra_workload import ActionContainer, Recommender, Sampler, apply_limits, drive, pattern
+from owx.bench.escra.procs import BUSY, python, spawn_in
+from owx.bench.escra.stack import EscraStack
+from owx.bench.escra.workload import ActionContainer, Recommender, Sampler, apply_limits, drive, pattern
 
 from owx.common.cgroups import Cgroup
 
@@ -241,12 +241,12 @@ def _cpu_s(pid: int) -> float:
 
 
 # -- report ------------------------------------------------------------------------------------
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per workload run (default 15)")
     parser.add_argument("--profile", type=float, default=8.0, help="seconds of the unlimited profiling run")
     parser.add_argument("--workloads", default="fixed,exponential,bursty")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     Cgroup(RUN).create()
     started = time.monotonic()

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from disdel_gateway import start_gateway
-from disdel_plot import memory_over_time
-from disdel_runs import EnvRun, bare_process, concurrent_peak, retry_strategy, single_action, train_params
+from owx.bench.disdel.gateway import start_gateway
+from owx.bench.disdel.plot import memory_over_time
+from owx.bench.disdel.runs import EnvRun, bare_process, concurrent_peak, retry_strategy, single_action, train_params
 
 from owx.disdel import data, sdk
 from owx.disdel.estimator import MemoryEstimator
@@ -104,11 +104,11 @@ def disdel_run(gateway: Gateway, settings: DisdelSettings) -> tuple[EnvRun, obje
     return run, state
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="owx-disdel-bench-"))
     work.chmod(0o755)
     memory_max_mb = 4096

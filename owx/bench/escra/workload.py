@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from escra_procs import python, spawn_in
+from owx.bench.escra.procs import python, spawn_in
 
 from owx.common.cgroups import Cgroup
 from owx.escra_agent.telemetry import CgroupProbe

@@ -133,20 +133,19 @@ def throughput(port: int, auth: str, path: str, clients: int, seconds: float) ->
 
 
 def cold_starts(n: int, backends: list[str]) -> dict[str, list[float]]:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from coldstart import measure_cold_start
+    from owx.bench.invoke.coldstart import measure_cold_start
 
     return {backend: measure_cold_start(backend, n) for backend in backends}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=1000, help="sequential invocations per latency series")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--cold", type=int, default=20, help="cold starts per backend")
     parser.add_argument("--no-docker", action="store_true", help="skip the Docker cold start")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     direct = direct_runtime(args.n)
     with tempfile.TemporaryDirectory(prefix="owx-bench-") as tmp:

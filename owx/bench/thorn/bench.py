@@ -345,7 +345,7 @@ def _fmt(values: list[float], digits: int = 1) -> str:
             f"[{', '.join(f'{v:.{digits}f}' for v in values)}]")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="owx bench thorn", description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="bench", help="testbed name (namespaces thn-<name>-*)")
     parser.add_argument("--runs", type=int, default=3, help="runs per fault type")
@@ -358,7 +358,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds")
     parser.add_argument("--seconds", type=int, default=4, help="seconds per iperf3 run")
     parser.add_argument("--link-gbit", type=float, default=10.0, help="capacity of each host-ToR link for the goal")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     bench = Bench(args)
     if bench.tb.cluster_file.exists():

@@ -39,18 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import canary_checkpoint  # noqa: E402  (the checkpoint latency bench of the checkpoint helper)
-import canary_plots  # noqa: E402
-from canary_faults import CostMeter, FaultInjector, Target, choose_targets  # noqa: E402
-from canary_redis import RedisServer  # noqa: E402
-from canary_workloads import CHECKPOINT_MODE, WORKLOADS, answer, expected, make_graph  # noqa: E402
+from owx.bench.canary import checkpoint as canary_checkpoint
+from owx.bench.canary import plots as canary_plots
+from owx.bench.canary.faults import CostMeter, FaultInjector, Target, choose_targets
+from owx.bench.canary.redis_server import RedisServer
+from owx.bench.canary.workloads import CHECKPOINT_MODE, WORKLOADS, answer, expected, make_graph
 
-from owx.config import Settings  # noqa: E402
-from owx.gateway.catalog import annotation  # noqa: E402
-from owx.gateway.server import GatewayServer  # noqa: E402
-from owx.gateway.service import Gateway  # noqa: E402
+from owx.config import Settings
+from owx.gateway.catalog import annotation
+from owx.gateway.server import GatewayServer
+from owx.gateway.service import Gateway
 
 STRATEGIES = {  # name -> canary annotation fields
     "dynamic": {"replication": "dynamic", "fault_tolerance": "canary"},

@@ -2,7 +2,7 @@
 
 Imported by ``owx bench canary`` (:func:`measure_checkpoint_latency`); also runs alone::
 
-    python tests/bench/canary_checkpoint.py [--url sqlite:///...] [--size-mb 10] [--repeats 30]
+    python -m owx.bench.canary.checkpoint [--url sqlite:///...] [--size-mb 10] [--repeats 30]
 
 Measured per payload (raw ``bytes``, a float32 NumPy array):
 

@@ -1,0 +1,1 @@
+"""``owx bench canary``: Canary's recovery, makespan and checkpoint figures."""

@@ -1,0 +1,1 @@
+"""``owx bench disdel``: DiSDeL's estimates, job time and loss."""

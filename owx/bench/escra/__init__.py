@@ -1,0 +1,1 @@
+"""``owx bench escra``: Escra's allocator against static limits."""

@@ -1,0 +1,1 @@
+"""``owx bench invoke``: the gateway's overhead, warm throughput and cold starts."""

@@ -1,0 +1,1 @@
+"""``owx bench thorn``: THORN's failover, throughput and reconciler."""
