@@ -43,7 +43,11 @@ class JobBody(BaseModel):
 
 
 def core() -> CanaryCore:
-    return gateway().extensions["canary"]
+    from owx.canary.extension import CanaryExtension  # the extension imports this module
+
+    extension = gateway().extensions["canary"]
+    assert isinstance(extension, CanaryExtension) and extension.core is not None
+    return extension.core
 
 
 def _table(name: str) -> str:

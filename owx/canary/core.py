@@ -1,8 +1,9 @@
 """Canary's core module: admission of stateful functions, their execution, and their records.
 
 The gateway routes actions with a ``canary`` annotation here. :meth:`CanaryCore.gate`
-admits the functions of a job together (memory on nodes, see :mod:`owx.canary.capacity`)
-and runs Algorithm 5 for their runtime; :meth:`CanaryCore.run` executes one function with
+admits the functions of a job together (memory reserved on nodes in the platform's ledger,
+all or none, so two jobs never each hold half the pool while waiting for the rest; each
+function's first container takes its reservation over) and runs Algorithm 5 for their runtime; :meth:`CanaryCore.run` executes one function with
 the strategy its annotation selects (:mod:`owx.canary.strategies`), commits its result
 exactly once and keeps the five tables up to date.
 """
@@ -17,13 +18,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import wait
 
-from owx.canary.capacity import CapacityLedger
 from owx.canary.checkpoint import WARNING_PREFIX
 from owx.canary.checkpoint_view import CheckpointView
 from owx.canary.commits import Commit, ResultLedger
 from owx.canary.deaths import DeathWatch
 from owx.canary.function import Failure, Function
-from owx.canary.options import BadAnnotation, CanaryOptions, CanarySettings, options_of
+from owx.canary.options import BadAnnotation, CanaryOptions, options_of
+from owx.canary.settings import CanarySettings
 from owx.canary.replication import FailureRate
 from owx.canary.runtimes import RuntimeManager
 from owx.canary.store_location import StoreLocation
@@ -38,7 +39,10 @@ from owx.canary.tables import (
 )
 from owx.gateway.catalog import ResolvedAction
 from owx.gateway.pipeline.invoke import action_spec
-from owx.gateway.platform.types import INTERNAL_ERROR, ActionSpec, ContainerDeath, RunOutcome, RunRequest
+from owx.platform import Platform
+from owx.platform.types import INTERNAL_ERROR, ActionSpec, ContainerDeath, RunOutcome, RunRequest
+
+MB = 1024 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -46,21 +50,21 @@ log = logging.getLogger(__name__)
 class CanaryCore:
     """Everything Canary does for stateful actions inside one gateway."""
 
-    def __init__(self, platform, tables: CoreTables, ledger: ResultLedger, settings: CanarySettings,
+    def __init__(self, platform: Platform, tables: CoreTables, results: ResultLedger, settings: CanarySettings,
                  store: StoreLocation, pump: Callable[[], None]) -> None:
         self.platform = platform
+        self.memory = platform.ledger
         self.tables = tables
-        self.ledger = ledger
+        self.results = results
         self.settings = settings
         self.store = store
         self.pump = pump
-        self.capacity = CapacityLedger({name: node.pool.user_memory_mb for name, node in platform.nodes.items()})
         self.failure_rate = FailureRate(settings.failure_window)
-        self.runtimes = RuntimeManager(platform, tables, self.capacity, self.failure_rate, settings.replica_linger_s)
+        self.runtimes = RuntimeManager(platform, tables, self.failure_rate, settings.replica_linger_s)
         self.deaths = DeathWatch()
         self.deaths.subscribe(self.runtimes.lost)
         self.deaths.subscribe(self._node_watch)
-        platform.add_death_listener(self.deaths)
+        platform.subscribe(self.deaths)
         self.checkpoints = CheckpointView(store.url, tables)
         self._functions: dict[str, Function] = {}
         self._jobs: dict[str, str] = {}  # function id -> job id, for jobs submitted but not yet admitted
@@ -68,7 +72,7 @@ class CanaryCore:
         self._admissions: dict[str, tuple[JobInfo | None, int]] = {}  # job id -> (new row, admitted at)
         self._lock = threading.Lock()
         self.stats = {"commits": 0, "duplicates_discarded": 0, "recoveries": 0}
-        self._live_seen = set(platform.nodes)
+        self._live_seen = set(platform.live_nodes())
         self.write_workers()
 
     # -- routing and admission -----------------------------------------------------------------
@@ -107,8 +111,8 @@ class CanaryCore:
         """Whether ``count`` functions of ``resolved`` fit the live nodes when nothing else runs."""
         options = options_of(resolved.doc)
         copies = options.copies if options and options.fault_tolerance == "request-replication" else 1
-        memory = resolved.limits["memory"]
-        per_node = [node.pool.user_memory_mb // memory for node in self.platform.nodes.values() if node.alive]
+        memory = resolved.limits["memory"] * MB
+        per_node = [node.budget_bytes // memory for node in self.platform.nodes() if node.alive]
         return sum(per_node) >= count * copies
 
     def gate(self, resolved: ResolvedAction, function_ids: list[str]) -> bool:
@@ -124,18 +128,18 @@ class CanaryCore:
         assert options is not None
         spec = action_spec(resolved)
         live = self._live_nodes()
-        warm = [n for n in live if self.platform.nodes[n].pool.has_idle_warm(spec.key)]
+        warm = [n for n in self.platform.warm_nodes(spec) if n in live]
         copies = options.copies if options.fault_tolerance == "request-replication" else 1
-        holders = {fid: [f"{fid}#{i}" if copies > 1 else fid for i in range(copies)] for fid in function_ids}
+        holders = {fid: [reservation(fid, i if copies > 1 else None) for i in range(copies)] for fid in function_ids}
         everything = [h for hs in holders.values() for h in hs]
-        placed = self.capacity.place_all(everything, spec.memory_mb, live, warm)
+        placed = self.memory.place_all(everything, spec.memory_mb * MB, live, warm)
         if placed is None:
             if self.fits_ever(resolved, len(function_ids)):
                 self._reclaim_idle_replicas()
                 return False
             placed = {h: self._roomiest(live) for h in everything}  # never fits: the pool will say why
             for h, node in placed.items():
-                self.capacity.force_hold(h, node, spec.memory_mb)
+                self.memory.hold(h, node, spec.memory_mb * MB, force=True)
         namespace = resolved.path.namespace
         now = now_ms()
         with self._lock:
@@ -180,8 +184,8 @@ class CanaryCore:
             self.stats[stat] += 1
 
     def _release(self, function: Function) -> None:
-        for holder in function.holders:
-            self.capacity.release(holder)
+        for holder in function.holders:  # what no container took over
+            self.memory.release(holder)
         if function.options.fault_tolerance in ("canary", "active-standby"):
             self.runtimes.function_ended(function.spec)
 
@@ -191,8 +195,9 @@ class CanaryCore:
         self.pump()
 
     def attempt(self, function: Function, request: RunRequest, node: str, claim: str | None,
-                checkpoints: bool) -> RunOutcome:
-        """One execution of ``function`` on ``node`` (on the replica ``claim``, if given)."""
+                checkpoints: bool, reservation: str | None = None) -> RunOutcome:
+        """One execution of ``function`` on ``node`` (on the replica ``claim``, if given); a new
+        container takes the memory of ``reservation`` (default: the function's first holder)."""
         number = len(function.attempts) + 1
         env = dict(request.extra_env)
         if checkpoints:
@@ -200,18 +205,15 @@ class CanaryCore:
                        canary_interval=str(function.options.interval_s))
         self.tables.update(function.namespace, "function_info", function.function_id,
                            lambda row: _running(row, node, number))
-        target = self.platform.nodes.get(node)
-        if target is None or not target.alive:
-            now = now_ms()
-            outcome = RunOutcome(INTERNAL_ERROR, {"error": f"node {node} is lost"}, [], now, now, node=node)
-        else:
-            outcome = target.pool.run(function.spec, dataclasses.replace(request, extra_env=env), claim=claim)
+        held = reservation or function.holders[0]
+        outcome = self.platform.run(function.spec, dataclasses.replace(request, extra_env=env, reservation=held),
+                                    node=node, claim=claim)
         function.attempts.append(outcome)
         return outcome
 
     def failure_of(self, outcome: RunOutcome) -> Failure | None:
         """Why the attempt's container died (crash, OOM kill, kill, lost node); None if it did not."""
-        lost_node = outcome.node and not self.platform.nodes[outcome.node].alive
+        lost_node = bool(outcome.node) and outcome.node not in self.platform.live_nodes()
         if outcome.failure not in ("exited", "oom") and not (outcome.status == INTERNAL_ERROR and lost_node):
             return None
         death: ContainerDeath | None = None
@@ -227,12 +229,12 @@ class CanaryCore:
         live = self._live_nodes()
         node = failed.node if failed.node in live else self._roomiest(live)
         for holder in function.holders[:1]:
-            self.capacity.move(holder, node)
+            self.memory.move(holder, node)
         return node
 
     def commit(self, function: Function, attempt: int, outcome: RunOutcome) -> bool:
         """Commit ``outcome`` as the function's only result; False (and counted) if one already was."""
-        won = self.ledger.commit(function.namespace, Commit(
+        won = self.results.commit(function.namespace, Commit(
             function.function_id, attempt, outcome.status, outcome.container_id, now_ms()))
         self.count("commits" if won else "duplicates_discarded")
         return won
@@ -245,10 +247,10 @@ class CanaryCore:
     # -- records -------------------------------------------------------------------------------
     def write_workers(self) -> None:
         """Describe every node in ``worker_info``."""
-        for name, node in self.platform.nodes.items():
+        for node in self.platform.nodes():
             self.tables.put(PLATFORM_NS, WorkerInfo(
-                worker_id=name, alive=node.alive, memory_mb=node.pool.user_memory_mb, cpus=os.cpu_count() or 1,
-                cgroup_parent=node.cgroup_parent, backend=self.platform.backend.name, updated=now_ms()))
+                worker_id=node.name, alive=node.alive, memory_mb=node.budget_bytes // MB, cpus=os.cpu_count() or 1,
+                cgroup_parent=node.cgroup_parent or "", backend=node.backend, updated=now_ms()))
 
     def _finish(self, function: Function, outcome: RunOutcome) -> None:
         first = function.attempts[0] if function.attempts else outcome
@@ -283,9 +285,10 @@ class CanaryCore:
         options = self._options_by_key(spec)
         live = self._live_nodes()
         node = self._roomiest(live)
-        self.capacity.force_hold(request.activation_id, node, spec.memory_mb)
+        held = reservation(request.activation_id)
+        self.memory.hold(held, node, spec.memory_mb * MB, force=True)
         function = Function(request.namespace, request.activation_id, request.activation_id, options, spec, node,
-                            [request.activation_id], now_ms())
+                            [held], now_ms())
         with self._lock:
             self._functions[function.function_id] = function
         self.tables.put(request.namespace, JobInfo(
@@ -316,14 +319,14 @@ class CanaryCore:
 
     def _live_nodes(self) -> list[str]:
         """Nodes taking work; ``worker_info`` follows their liveness."""
-        live = [name for name, node in self.platform.nodes.items() if node.alive]
+        live = self.platform.live_nodes()
         if set(live) != self._live_seen:
             self._live_seen = set(live)
             self.write_workers()
         return live
 
     def _roomiest(self, live: list[str]) -> str:
-        return max(live or list(self.platform.nodes), key=self.capacity.free_mb)
+        return max(live or [n.name for n in self.platform.nodes()], key=self.memory.free)
 
     def _reclaim_idle_replicas(self) -> None:
         def reclaim() -> None:
@@ -336,6 +339,11 @@ class CanaryCore:
         if death.reason == "node-lost" and death.node in self._live_seen:
             self._live_seen = self._live_seen - {death.node}  # a revived node is written back by _live_nodes
             self.tables.update(PLATFORM_NS, "worker_info", death.node, _lost)
+
+
+def reservation(function_id: str, copy: int | None = None) -> str:
+    """The ledger holder of the memory reserved for one function (or one copy of it)."""
+    return f"function:{function_id}" if copy is None else f"function:{function_id}#{copy}"
 
 
 def _admit(row: JobInfo, now: int) -> None:

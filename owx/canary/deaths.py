@@ -13,14 +13,14 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from owx.gateway.platform.types import ContainerDeath
+from owx.platform.types import ContainerDeath, ContainerInfo
 
 KEEP = 4096
 log = logging.getLogger(__name__)
 
 
 class DeathWatch:
-    """The recent container deaths, and subscribers to new ones."""
+    """The recent container deaths, and subscribers to new ones (a platform ``ContainerListener``)."""
 
     def __init__(self) -> None:
         self._deaths: OrderedDict[str, ContainerDeath] = OrderedDict()
@@ -31,8 +31,11 @@ class DeathWatch:
     def subscribe(self, callback: Callable[[ContainerDeath], None]) -> None:
         self._subscribers.append(callback)
 
-    def __call__(self, death: ContainerDeath) -> None:
-        """The platform's death listener."""
+    def container_started(self, info: ContainerInfo) -> None:
+        """A new container is no news for recovery."""
+
+    def container_died(self, death: ContainerDeath) -> None:
+        """The platform's notice of a container that died by itself."""
         with self._cond:
             self._deaths[death.container_id] = death
             while len(self._deaths) > KEEP:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from owx.canary.options import CanaryOptions
-from owx.gateway.platform.types import ActionSpec, RunOutcome
+from owx.platform.types import ActionSpec, RunOutcome
 
 
 @dataclass

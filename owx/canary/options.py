@@ -15,11 +15,9 @@ wins) and ``active-standby`` (a warm standby takes over, from scratch).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ANNOTATION = "canary"
 
@@ -67,21 +65,3 @@ def options_of(doc: dict[str, Any]) -> CanaryOptions | None:
             value = item.get("value")
             return None if value in (False, None) else parse_options(value)
     return None
-
-
-class CanarySettings(BaseSettings):
-    """Canary's settings (env ``OWX_CANARY_<FIELD>``)."""
-
-    model_config = SettingsConfigDict(env_prefix="OWX_CANARY_", extra="ignore")
-
-    store_url: str | None = Field(
-        None, description="checkpoint store URL; default: SQLite + blob directory under the data dir"
-    )
-    store_dir: Path | None = Field(
-        None, description="directory of the default store (must be reachable by the action user)"
-    )
-    failure_window: int = Field(50, ge=5, description="recent function outcomes the dynamic strategy looks at")
-    replica_linger_s: float = Field(
-        10.0, ge=0, description="how long replicas of a runtime outlive its last active function"
-    )
-    death_wait_s: float = Field(0.5, gt=0, description="how long recovery waits for the death notice of a container")

@@ -5,6 +5,11 @@ It counts the active functions of each runtime, asks Algorithm 5
 background on the nodes placement chooses (memory permitting), hands the best one to a
 failed function, replaces it, and retires a runtime's replicas once it has had no active
 function for ``linger_s``. Every replica has a ``replication_info`` row.
+
+On a platform that cannot pin a run to a container (``platform.replicas is None``: an upstream
+OpenWhisk), a replica is a keep-warm activation instead: the runtime stays warm upstream, but no
+particular container is handed out, so recovery re-runs the function (from its checkpoint) wherever
+the platform places it.
 """
 
 from __future__ import annotations
@@ -15,12 +20,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from owx.canary.capacity import CapacityLedger
 from owx.canary.options import Replication
 from owx.canary.replication import FailureRate, decide, placement
 from owx.canary.tables import CoreTables, ReplicationInfo, now_ms
-from owx.gateway.platform.pool import PoolFull, PoolUnavailable, ReplicaError
-from owx.gateway.platform.types import ActionSpec, ContainerDeath
+from owx.platform import Platform
+from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
+from owx.platform.types import ActionSpec, ContainerDeath
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +51,12 @@ class Runtime:
     idle_since: float | None = None
 
 
-def holder(container_id: str) -> str:
-    return f"replica:{container_id}"
-
-
 class RuntimeManager:
     """Replicas of every stateful runtime on the platform."""
 
-    def __init__(self, platform, tables: CoreTables, capacity: CapacityLedger, failures: FailureRate,
-                 linger_s: float) -> None:
+    def __init__(self, platform: Platform, tables: CoreTables, failures: FailureRate, linger_s: float) -> None:
         self.platform = platform
         self.tables = tables
-        self.capacity = capacity
         self.failures = failures
         self.linger_s = linger_s
         self._runtimes: dict[str, Runtime] = {}
@@ -118,17 +117,16 @@ class RuntimeManager:
             candidates = [] if runtime is None else [
                 r for r in runtime.replicas.values() if r.node not in avoid and self._alive(r.node)
             ]
-            candidates.sort(key=lambda r: -self.capacity.free_mb(r.node))
-        for replica in candidates:
-            pool = self.platform.nodes[replica.node].pool
-            claimed = pool.claim_replica(spec)
+            candidates.sort(key=lambda r: -self.platform.ledger.free(r.node))
+        control = self.platform.replicas
+        for replica in candidates if control is not None else ():
+            claimed = control.claim(spec, replica.node)
             if claimed is None:
                 continue
             with self._lock:
                 chosen = runtime.replicas.pop(claimed, None) if runtime else None
             if chosen is None:  # the pool handed out another replica of the same node than listed
                 continue
-            self.capacity.release(holder(claimed))
             self._finish_row(chosen, "used", function_id)
             return chosen
         return None
@@ -141,7 +139,6 @@ class RuntimeManager:
         if found is None:
             return
         runtime, replica = found
-        self.capacity.release(holder(replica.container_id))
         self._finish_row(replica, "lost", None)
         self.replenish(runtime.spec, replica.row.job_id)
 
@@ -169,11 +166,10 @@ class RuntimeManager:
 
     # -- internals -------------------------------------------------------------------------
     def _alive(self, node: str) -> bool:
-        target = self.platform.nodes.get(node)
-        return target is not None and target.alive
+        return node in self.platform.live_nodes()
 
     def _plan_launches(self, runtime: Runtime, count: int) -> list[str]:
-        live = [n for n in self.platform.nodes if self._alive(n)]
+        live = self.platform.live_nodes()
         existing = [r.node for r in runtime.replicas.values()]
         nodes = placement(count, runtime.job_nodes, live, existing)
         runtime.starting += len(nodes)
@@ -188,15 +184,15 @@ class RuntimeManager:
 
     def _start_replica(self, runtime: Runtime, node: str, job_id: str) -> None:
         spec = runtime.spec
-        ticket = f"replica-starting:{id(runtime)}:{time.monotonic_ns()}"
+        control = self.platform.replicas
         info = None
         try:
-            if self._alive(node) and self.capacity.try_hold(ticket, node, spec.memory_mb):
-                info = self.platform.prewarm(spec, node)
-        except (PoolFull, PoolUnavailable, ReplicaError) as exc:
+            if control is None:
+                self.platform.keep_warm(spec)
+            elif self._alive(node):
+                info = control.prewarm(spec, node)
+        except (NoRoom, PlatformUnavailable, ReplicaFailed) as exc:
             log.info("no replica of %s on %s: %s", spec.key, node, exc)
-        finally:
-            self.capacity.release(ticket)
         with self._lock:
             runtime.starting -= 1
             if info is None:
@@ -205,7 +201,6 @@ class RuntimeManager:
                 replica_id=info.id, runtime=spec.kind, runtime_key=spec.key, job_id=job_id, worker=node,
                 created=now_ms()))
             runtime.replicas[info.id] = replica
-            self.capacity.force_hold(holder(info.id), node, spec.memory_mb)
         self.tables.put(runtime.namespace, replica.row)
 
     def _finish_row(self, replica: Replica, state: str, used_by: str | None) -> None:
@@ -234,8 +229,6 @@ class RuntimeManager:
             for replica in surplus:
                 runtime.replicas.pop(replica.container_id, None)
         for replica in surplus:
-            pool = self.platform.nodes.get(replica.node)
-            if pool is not None:
-                pool.pool.remove(replica.container_id)
-            self.capacity.release(holder(replica.container_id))
+            if self.platform.replicas is not None:
+                self.platform.replicas.remove(replica.container_id)
             self._finish_row(replica, "retired", None)

@@ -16,8 +16,8 @@ import stat
 import threading
 from pathlib import Path
 
-from owx.canary.options import CanarySettings
-from owx.config import Settings
+from owx.canary.settings import CanarySettings
+from owx.settings import Settings
 
 DB_NAME = "checkpoints.db"
 
@@ -57,7 +57,7 @@ class StoreLocation:
     (a gateway that never runs a stateful action leaves nothing behind)."""
 
     def __init__(self, settings: Settings, canary: CanarySettings) -> None:
-        self._ids = action_ids(settings.action_user)
+        self._ids = action_ids(settings.platform.action_user)
         self._directory = None if canary.store_url else default_store_dir(settings, canary, self._ids)
         self.url = canary.store_url or self._default_url()
         self._ready = canary.store_url is not None

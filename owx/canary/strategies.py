@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from owx.canary.function import Failure, Function
-from owx.gateway.platform.types import RunOutcome, RunRequest
+from owx.platform.types import RunOutcome, RunRequest
 
 if TYPE_CHECKING:
     from owx.canary.core import CanaryCore
@@ -61,11 +61,11 @@ def _recover(core: CanaryCore, function: Function, failure: Failure, checkpoints
         function.restored.append(seq)
     replica = None
     if use_replicas:
-        avoid = {n for n, node in core.platform.nodes.items() if not node.alive}
+        avoid = {n.name for n in core.platform.nodes() if not n.alive}
         replica = core.runtimes.take(function.spec, function.function_id, avoid)
     if replica is not None:
         node, claim = replica.node, replica.container_id
-        core.capacity.move(function.holders[0], node)
+        core.memory.move(function.holders[0], node)
         core.runtimes.replenish(function.spec, function.job_id)
     else:
         node, claim = core.recovery_node(function, failure), None
@@ -82,12 +82,12 @@ def _recover(core: CanaryCore, function: Function, failure: Failure, checkpoints
 
 def run_request_replication(core: CanaryCore, function: Function, request: RunRequest) -> RunOutcome:
     """``copies`` concurrent executions; the first success is committed, later ones are discarded."""
-    nodes = [core.capacity.node_of(h) or function.node for h in function.holders]
+    nodes = [core.memory.node_of(h) or function.node for h in function.holders]
     lock = threading.Lock()
     winner: list[RunOutcome] = []
 
-    def one_copy(node: str) -> RunOutcome:
-        outcome = core.attempt(function, request, node, None, checkpoints=False)
+    def one_copy(node: str, held: str) -> RunOutcome:
+        outcome = core.attempt(function, request, node, None, checkpoints=False, reservation=held)
         with lock:
             if outcome.status == "success" and core.commit(function, len(function.attempts), outcome):
                 winner.append(outcome)
@@ -96,7 +96,7 @@ def run_request_replication(core: CanaryCore, function: Function, request: RunRe
         return outcome
 
     pool = ThreadPoolExecutor(len(nodes), thread_name_prefix="owx-canary-copy")
-    futures: list[Future[RunOutcome]] = [pool.submit(one_copy, node) for node in nodes]
+    futures: list[Future[RunOutcome]] = [pool.submit(one_copy, node, held) for node, held in zip(nodes, function.holders)]
     pending = set(futures)
     try:
         while pending and not winner:

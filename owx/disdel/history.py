@@ -119,9 +119,9 @@ class EntityHistory:
 
 def open_history(root: Path, namespace: str = "guest") -> EntityHistory:
     """The history store for this deployment (see the module docstring)."""
-    from owx.config import Settings
+    from owx.settings import Settings
 
-    settings = Settings()
+    settings = Settings().gateway
     if settings.store == "couchdb":
         from owx.gateway.stores.couch import CouchEntityStore
 

@@ -32,12 +32,13 @@ class PlatformLimits:
 
     @classmethod
     def from_settings(cls) -> "PlatformLimits":
-        """From owx's settings (``OWX_MEMORY_MB__MAX`` etc.), when no gateway is asked."""
-        from owx.config import Settings
+        """From owx's settings (``OWX_LIMITS__MEMORY_MB__MAX`` etc.), when no gateway is asked."""
+        from owx.settings import Settings
 
         settings = Settings()
-        return cls(settings.memory_mb.min, settings.memory_mb.max, settings.timeout_ms.min,
-                   settings.timeout_ms.max, settings.user_memory_mb * settings.nodes)
+        limits, platform = settings.limits, settings.platform
+        return cls(limits.memory_mb.min, limits.memory_mb.max, limits.timeout_ms.min,
+                   limits.timeout_ms.max, platform.user_memory_mb * platform.nodes)
 
     def clamp_memory(self, mb: int) -> int:
         return max(self.memory_min_mb, min(self.memory_max_mb, mb))

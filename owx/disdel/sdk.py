@@ -28,6 +28,7 @@ from owx.disdel.model_profile import profile_model
 from owx.disdel.planner import Plan, PlanInputs
 from owx.disdel.settings import DisdelSettings
 from owx.disdel.state import JobState, load_state
+from owx.settings import Settings
 
 
 def _job(job: JobRequest | dict[str, Any] | str | Path) -> JobRequest:
@@ -65,7 +66,7 @@ def submit(job: JobRequest | dict[str, Any] | str | Path, *, gateway: Gateway | 
            on_change: Callable[[JobState], None] | None = None) -> JobHandle:
     """Validate ``job`` (a request, a dict or a YAML path) and start it; returns at once."""
     request = _job(job)
-    settings = settings or DisdelSettings()
+    settings = settings or Settings().disdel
     gateway = gateway or Gateway.connect(namespace=settings.namespace)
     limits = gateway.limits(settings.pool_memory())
     calibration = calibrate(gateway, settings, limits)
@@ -82,7 +83,7 @@ def calibrate(gateway: Gateway, settings: DisdelSettings, limits: PlatformLimits
 
 def status(job_id: str, settings: DisdelSettings | None = None) -> JobState:
     """The saved state of a job started by any process on this machine."""
-    return load_state((settings or DisdelSettings()).root(), job_id)
+    return load_state((settings or Settings().disdel).root(), job_id)
 
 
 def estimate(job: JobRequest | dict[str, Any] | str | Path, *, limits: PlatformLimits | None = None,
@@ -93,7 +94,7 @@ def estimate(job: JobRequest | dict[str, Any] | str | Path, *, limits: PlatformL
     from owx.disdel.models import build_model
 
     request = _job(job)
-    settings = settings or DisdelSettings()
+    settings = settings or Settings().disdel
     limits = limits or PlatformLimits.from_settings()
     info = data.describe(request.dataset)
     profile = profile_model(build_model(request.model, info.shape, info.classes, request.seed))

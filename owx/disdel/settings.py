@@ -1,19 +1,14 @@
-"""DiSDeL's own settings (env ``OWX_DISDEL_<FIELD>``); platform limits come from the gateway."""
+"""DiSDeL's own settings (``OWX_DISDEL__<FIELD>``); platform limits come from the gateway."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from owx.config import Settings
+from pydantic import BaseModel, Field
 
 
-class DisdelSettings(BaseSettings):
+class DisdelSettings(BaseModel):
     """Where jobs live and the constants of the estimator, planner and timeout manager."""
-
-    model_config = SettingsConfigDict(env_prefix="OWX_DISDEL_", extra="ignore")
 
     shared_dir: Path | None = Field(
         None, description="job files (shards, weights, progress, state) every action can reach; "
@@ -30,14 +25,18 @@ class DisdelSettings(BaseSettings):
     cluster_size: int = Field(4, ge=2, description="training actions per level-1 aggregator (at most)")
     sync_every: int = Field(1, ge=0, description="epochs between model averages; 0 = once at the end (the paper)")
     pool_memory_mb: int | None = Field(None, ge=128, description="container pool memory; default "
-                                       "OWX_USER_MEMORY_MB x OWX_NODES, as the gateway runs with")
+                                       "OWX_PLATFORM__USER_MEMORY_MB x OWX_PLATFORM__NODES, as the gateway runs with")
     poll_s: float = Field(0.5, gt=0)
 
     def root(self) -> Path:
+        from owx.settings import Settings
+
         return self.shared_dir or Settings().data_dir / "disdel"
 
     def pool_memory(self) -> int:
         if self.pool_memory_mb is not None:
             return self.pool_memory_mb
-        settings = Settings()
-        return settings.user_memory_mb * settings.nodes
+        from owx.settings import Settings
+
+        platform = Settings().platform
+        return platform.user_memory_mb * platform.nodes

@@ -48,3 +48,10 @@ class AgentSettings(BaseSettings):
     request_timeout_s: float = Field(0.5, gt=0)
     oom_slice_bytes: int = Field(64 * MIB, gt=0, description="memory a local OOM rescue adds to the limit")
     event_log: str | None = Field(None, description="JSON-lines file receiving one record per OOM rescue")
+
+
+class EscraSettings(BaseModel):
+    """Escra inside ``owx up``: one allocator and one agent per embedded node (``OWX_ESCRA__*``)."""
+
+    enabled: bool = Field(False, description="run Escra's allocator and node agents inside the gateway")
+    allocator: AllocatorParams = AllocatorParams()

@@ -35,7 +35,7 @@ def create_app(gateway: Gateway) -> Flask:
     app.extensions["owx"] = gateway
     for module in BLUEPRINTS:
         app.register_blueprint(module.blueprint)
-    for register in gateway.extensions.get("blueprints", ()):
+    for register in gateway.blueprints:
         register(app)
 
     @app.before_request

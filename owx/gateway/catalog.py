@@ -9,13 +9,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from owx.config import Settings
 from owx.gateway import errors
+from owx.gateway.action_limits import effective, merge_limits
 from owx.gateway.errors import ApiError, bad_request, not_found
-from owx.gateway.limits import merge_limits
 from owx.gateway.models import MAX_SEQUENCE_LENGTH, PYTHON_KINDS, ActionBody, ExecBody, KeyValue, PackageBody
 from owx.gateway.names import EntityPath, parse_fqn
+from owx.gateway.settings import ActionLimits
 from owx.gateway.stores import Conflict, Entity, EntityStore
+from owx.platform import Platform
 
 ACTIONS = "actions"
 PACKAGES = "packages"
@@ -83,11 +84,17 @@ class ResolvedAction:
 class Catalog:
     """Create, read, update, list and delete actions and packages of a namespace."""
 
-    def __init__(self, store: EntityStore, settings: Settings) -> None:
+    def __init__(self, store: EntityStore, limits: ActionLimits, platform: Platform) -> None:
         self.store = store
-        self.settings = settings
+        self.configured_limits = limits
+        self.platform = platform
         self._resolved: dict[str, ResolvedAction] = {}
         self._lock = threading.Lock()
+
+    @property
+    def limits(self) -> ActionLimits:
+        """The limits actions may ask for: the configured ones, within what the platform can hold."""
+        return effective(self.configured_limits, self.platform.limits())
 
     # -- actions -----------------------------------------------------------
     def put_action(self, path: EntityPath, body: ActionBody, overwrite: bool) -> dict[str, Any]:
@@ -122,10 +129,13 @@ class Catalog:
             "exec": exec_doc,
             "annotations": annotations,
             "parameters": parameters if parameters is not None else (current or {}).get("parameters", []),
-            "limits": merge_limits((current or {}).get("limits"), body.limits, self.settings),
+            "limits": merge_limits((current or {}).get("limits"), body.limits, self.limits),
         }
 
     def _exec(self, path: EntityPath, body: ExecBody) -> dict[str, Any]:
+        unsupported = self.platform.unsupported(body.kind) if body.kind != "sequence" else None
+        if unsupported:
+            raise bad_request(unsupported)
         if body.kind in PYTHON_KINDS:
             if not body.code:
                 raise bad_request("The request content was malformed:\nexec.code undefined")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import requests
 
-from owx.gateway.platform.types import ContainerInfo
+from owx.platform.types import ContainerInfo
 from owx.gateway.server import GatewayServer
 from tests.gateway.conftest import RunningGateway, start_gateway
 
@@ -51,11 +51,11 @@ class CanaryGateway(RunningGateway):
 
     @property
     def platform(self):
-        return self.service.runner
+        return self.service.platform
 
     @property
     def core(self):
-        return self.service.extensions["canary"]
+        return self.service.extensions["canary"].core
 
     def put_action(self, http: requests.Session, code: str = COUNTER, canary: Any = None,
                    memory: int = 128, name: str | None = None, **extra: Any) -> str:
@@ -74,14 +74,14 @@ class CanaryGateway(RunningGateway):
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_canary_gateway(**overrides: Any) -> CanaryGateway:
-    """A gateway on a free port with its own data dir and cgroup root (stopped by the caller)."""
+def start_canary_gateway(gateway: dict[str, Any] | None = None, **platform: Any) -> CanaryGateway:
+    """A gateway on a free port with its own data dir and cgroup root (stopped by the caller);
+    ``platform`` overrides platform settings, ``gateway`` the REST service's."""
     workdir = Path(tempfile.mkdtemp(prefix="owx-canary-gw-"))
     workdir.chmod(0o711)  # the checkpoint store under the data dir must be reachable by the action user
     tag = workdir.name[-8:]
-    overrides.setdefault("stem_cells", 0)
-    overrides.setdefault("cgroup_root", f"owx-test-canary-{tag}")
-    server, running = start_gateway(workdir / "data", **overrides)
+    platform = {"stem_cells": 0, "cgroup_root": f"owx-test-canary-{tag}", **platform}
+    server, running = start_gateway(workdir / "data", platform=platform, gateway=gateway or {})
     return CanaryGateway(running.url, running.auth, running.namespace, running.service, server, workdir)
 
 

@@ -34,7 +34,7 @@ SLEEP = "import time\ndef main(args):\n    time.sleep(args.get('s', 1))\n    ret
 
 @pytest.fixture(scope="module")
 def gw():
-    gateway = start_canary_gateway(nodes=1, user_memory_mb=512, concurrent_invocations=3)
+    gateway = start_canary_gateway(nodes=1, user_memory_mb=512, gateway={"concurrent_invocations": 3})
     yield gateway
     gateway.stop()
 

@@ -81,7 +81,7 @@ def test_lost_node_is_recovered_on_the_other_node(gw, http):
                             if r["runtime_key"].startswith(f"guest/{name}@") and r["state"] == "warm"]) >= 2,
                what="two replicas")
     container = wait_until(lambda: busy_containers(gw, name), what="the running function")[0]
-    lost = gw.platform.nodes[container.node]
+    lost = gw.platform.node(container.node)
     try:
         time.sleep(0.3)
         lost.kill()

@@ -13,7 +13,7 @@ def gw(monkeypatch, tmp_path):
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setenv("OWX_CANARY_STORE_URL", f"redis://127.0.0.1:{port}/0?blobs={tmp_path}&timeout=0.3")
+    monkeypatch.setenv("OWX_CANARY__STORE_URL", f"redis://127.0.0.1:{port}/0?blobs={tmp_path}&timeout=0.3")
     gateway = start_canary_gateway(nodes=1)
     yield gateway
     gateway.stop()

@@ -15,7 +15,7 @@ from owx.disdel.limits import PlatformLimits
 from owx.disdel.model_profile import ModelProfile
 from owx.disdel.planner import PlanError, PlanInputs, Planner
 from owx.disdel.timeouts import TimeoutManager
-from owx.gateway.platform.types import OOM_MESSAGE, TIMEOUT_MESSAGE
+from owx.platform.types import OOM_MESSAGE, TIMEOUT_MESSAGE
 from tests.disdel.conftest import SMALL_JOB
 
 CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, light_baseline_bytes=40 * MB, baseline_layers=8,

@@ -6,7 +6,6 @@ import socket
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import requests

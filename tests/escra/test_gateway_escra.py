@@ -19,7 +19,7 @@ def _deploy_and_grow(gateway, mb):
 
 
 def test_without_escra_the_action_is_oom_killed(tmp_path):
-    server, gateway = start_gateway(tmp_path, stem_cells=0)
+    server, gateway = start_gateway(tmp_path, platform={"stem_cells": 0})
     try:
         record = _deploy_and_grow(gateway, 200)
         assert record["response"]["result"]["error"] == "The action exhausted its memory and was aborted."
@@ -28,14 +28,14 @@ def test_without_escra_the_action_is_oom_killed(tmp_path):
 
 
 def test_with_escra_the_action_is_rescued_and_the_pool_follows(tmp_path):
-    server, gateway = start_gateway(tmp_path, stem_cells=0, escra=True)
+    server, gateway = start_gateway(tmp_path, platform={"stem_cells": 0}, escra={"enabled": True})
     try:
         record = _deploy_and_grow(gateway, 200)
         assert record["response"]["success"], record["response"]
         assert record["response"]["result"] == {"bytes": 200 * 1024 * 1024}
-        pool = gateway.service.runner.nodes["node0"].pool
+        pool = gateway.service.platform.node("node0").pool
         grown = [c for c in pool.containers() if c.action_key and "grow" in c.action_key]
         assert grown and grown[0].memory_bytes > 128 * 1024 * 1024  # the pool accounts Escra's raise
-        assert pool.free_bytes() <= pool.budget_bytes - grown[0].memory_bytes
+        assert gateway.service.platform.ledger.free("node0") <= pool.budget_bytes - grown[0].memory_bytes
     finally:
         server.stop()

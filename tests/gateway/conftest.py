@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 import requests
 
-from owx.config import Settings
+from owx.settings import Settings
 from owx.gateway.server import GatewayServer
 from owx.gateway.service import Gateway
 
@@ -41,9 +41,11 @@ class RunningGateway:
         raise TimeoutError(f"activation {activation_id} never recorded")
 
 
-def start_gateway(tmp: Path, **overrides) -> tuple[GatewayServer, RunningGateway]:
-    options = {"cgroup_root": f"owx-test-gw-{tmp.name[-8:]}", "stem_cells": 1, **overrides}
-    settings = Settings(data_dir=tmp, port=0, **options)
+def start_gateway(tmp: Path, **sections: dict[str, Any]) -> tuple[GatewayServer, RunningGateway]:
+    """A gateway on a free port; ``sections`` override parts of the settings tree (``platform={...}``)."""
+    platform = {"cgroup_root": f"owx-test-gw-{tmp.name[-8:]}", "stem_cells": 1, **sections.pop("platform", {})}
+    gateway = {"port": 0, **sections.pop("gateway", {})}
+    settings = Settings(data_dir=tmp, gateway=gateway, platform=platform, **sections)
     service = Gateway.open(settings)
     identity = service.default_identity()
     server = GatewayServer(service, "127.0.0.1", 0)

@@ -170,8 +170,8 @@ def main(args):
 
 @pytest.fixture(scope="module")
 def strict_gateway(tmp_path_factory):
-    server, running = start_gateway(tmp_path_factory.mktemp("strict"), invocations_per_minute=4,
-                                    blocking_wait_s=0.5)
+    server, running = start_gateway(tmp_path_factory.mktemp("strict"),
+                                    gateway={"invocations_per_minute": 4, "blocking_wait_s": 0.5})
     yield running
     server.stop()
 

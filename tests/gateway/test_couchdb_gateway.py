@@ -8,13 +8,17 @@ import pytest
 
 from tests.gateway.conftest import start_gateway
 
+
+def couch(url: str, prefix: str) -> dict[str, str]:
+    return {"store": "couchdb", "couchdb_url": url, "couchdb_prefix": prefix}
+
 CODE = "def main(args):\n    return {'twice': args['x'] * 2}\n"
 
 
 @pytest.fixture()
 def couch_gateway(tmp_path, couchdb_url):
     prefix = f"owx_gw_{uuid.uuid4().hex[:6]}_"
-    server, running = start_gateway(tmp_path / "a", store="couchdb", couchdb_url=couchdb_url, couchdb_prefix=prefix)
+    server, running = start_gateway(tmp_path / "a", gateway=couch(couchdb_url, prefix))
     yield running, prefix
     server.stop()
 
@@ -28,7 +32,7 @@ def test_actions_and_activations_in_couchdb(couch_gateway, couchdb_url, tmp_path
     assert http.get(gateway.api(f"activations/{record['activationId']}")).json()["activationId"] == record["activationId"]
     gateway.service.activations.flush()
     # a second gateway on the same databases sees the same namespace key, action and activation
-    server, second = start_gateway(tmp_path / "b", store="couchdb", couchdb_url=couchdb_url, couchdb_prefix=prefix)
+    server, second = start_gateway(tmp_path / "b", gateway=couch(couchdb_url, prefix))
     try:
         assert second.auth == gateway.auth
         other = second.session()

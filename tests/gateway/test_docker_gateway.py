@@ -15,7 +15,7 @@ CODE = "import socket\n\ndef main(args):\n    return {'host': socket.gethostname
 def docker_gateway(tmp_path_factory):
     client = ensure_dockerd()
     ensure_image("owx/python-runtime:latest", client=client)
-    server, running = start_gateway(tmp_path_factory.mktemp("docker"), backend="docker", stem_cells=0)
+    server, running = start_gateway(tmp_path_factory.mktemp("docker"), platform={"kind": "docker", "stem_cells": 0})
     yield running, client
     server.stop()
 

@@ -7,9 +7,8 @@ from typing import Any, Callable
 
 import pytest
 
-from owx.config import Settings
-from owx.gateway.platform import Platform
-from owx.gateway.platform.settings import PlatformSettings
+from owx.platform.embedded.platform import EmbeddedPlatform
+from owx.platform.settings import PlatformSettings
 
 CGROUP_ROOT = "owx-test-platform"
 
@@ -21,18 +20,14 @@ def _needs_root() -> None:
 
 
 @pytest.fixture
-def make_platform() -> Callable[..., Platform]:
-    """``make_platform(**fields)``: a Platform under the test cgroup root; closed after the test.
+def make_platform() -> Callable[..., EmbeddedPlatform]:
+    """``make_platform(**fields)``: an embedded platform (fields of ``PlatformSettings``) under the test
+    cgroup root, stem cells 0 unless given; closed after the test."""
+    made: list[EmbeddedPlatform] = []
 
-    Fields of ``Settings`` and ``PlatformSettings`` may be mixed; stem cells default to 0.
-    """
-    made: list[Platform] = []
-
-    def make(**fields: Any) -> Platform:
-        platform_fields = {k: fields.pop(k) for k in list(fields) if k in PlatformSettings.model_fields}
+    def make(**fields: Any) -> EmbeddedPlatform:
         fields.setdefault("stem_cells", 0)
-        settings = Settings(cgroup_root=CGROUP_ROOT, **fields)
-        platform = Platform(settings, PlatformSettings(**platform_fields))
+        platform = EmbeddedPlatform(PlatformSettings(cgroup_root=CGROUP_ROOT, **fields))
         made.append(platform)
         return platform
 

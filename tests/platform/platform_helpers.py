@@ -7,7 +7,7 @@ import secrets
 import time
 from typing import Any, Callable
 
-from owx.gateway.platform.types import ActionSpec, RunRequest
+from owx.platform.types import ActionSpec, ContainerDeath, ContainerInfo, RunRequest
 
 
 def spec(code: str, name: str | None = None, **limits: Any) -> ActionSpec:
@@ -25,6 +25,19 @@ def request(**value: Any) -> RunRequest:
         transaction_id=secrets.token_hex(16),
         deadline_ms=int(time.time() * 1000) + 60_000,
     )
+
+
+class OnDeath:
+    """A platform listener that hands every container death to ``callback``."""
+
+    def __init__(self, callback: Callable[[ContainerDeath], Any]) -> None:
+        self.callback = callback
+
+    def container_started(self, info: ContainerInfo) -> None:
+        pass
+
+    def container_died(self, death: ContainerDeath) -> None:
+        self.callback(death)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:

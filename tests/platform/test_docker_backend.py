@@ -7,12 +7,12 @@ import signal
 import threading
 
 import pytest
-from platform_helpers import ECHO, request, spec, wait_for
+from platform_helpers import ECHO, OnDeath, request, spec, wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.common.dockerd import ensure_dockerd
-from owx.gateway.platform.limits import MB, cpu_shares
-from owx.gateway.platform.types import DEVELOPER_ERROR, OOM_MESSAGE, SUCCESS, TIMEOUT_MESSAGE, ContainerDeath
+from owx.platform.embedded.container_limits import MB, cpu_shares
+from owx.platform.types import DEVELOPER_ERROR, OOM_MESSAGE, SUCCESS, TIMEOUT_MESSAGE, ContainerDeath
 from owx.runtimes.image.build import PYTHON_IMAGE, ensure_image
 
 pytestmark = pytest.mark.docker
@@ -28,7 +28,7 @@ def docker_client():
 
 @pytest.fixture
 def docker_platform(make_platform, docker_client):
-    return make_platform(backend="docker", user_memory_mb=1024, user_cpus=2.0)
+    return make_platform(kind="docker", user_memory_mb=1024, user_cpus=2.0)
 
 
 def test_run_reuse_logs_and_limits_in_docker_inspect(docker_platform, docker_client):
@@ -68,7 +68,7 @@ def test_timeout_and_oom_in_docker(docker_platform, docker_client):
 def test_docker_container_death_is_reported_fast(docker_platform):
     deaths: list[ContainerDeath] = []
     arrived = threading.Event()
-    docker_platform.add_death_listener(lambda death: (deaths.append(death), arrived.set()))
+    docker_platform.subscribe(OnDeath(lambda death: (deaths.append(death), arrived.set())))
     outcome = docker_platform.run(spec(ECHO), request())
     (info,) = docker_platform.containers()
     os.kill(info.pid, signal.SIGKILL)

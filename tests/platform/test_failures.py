@@ -7,8 +7,8 @@ import time
 from platform_helpers import ECHO, pid_alive, request, spec, wait_for
 
 from owx.common.cgroups import Cgroup
-from owx.gateway.platform.logs import SENTINEL
-from owx.gateway.platform.types import (
+from owx.platform.embedded.logs import SENTINEL
+from owx.platform.types import (
     DEVELOPER_ERROR,
     EXITED_MESSAGE,
     LOG_TRUNCATED_MESSAGE,

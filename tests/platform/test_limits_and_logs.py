@@ -6,9 +6,9 @@ import threading
 import time
 
 from owx.common.cgroups import UNLIMITED
-from owx.gateway.platform.limits import MIN_SHARES, cpu_quota_us, cpu_shares
-from owx.gateway.platform.logs import MISSING_LOGS_MESSAGE, SENTINEL, LogCollector
-from owx.gateway.platform.types import LOG_TRUNCATED_MESSAGE
+from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
+from owx.platform.embedded.logs import MISSING_LOGS_MESSAGE, SENTINEL, LogCollector
+from owx.platform.types import LOG_TRUNCATED_MESSAGE
 
 END = (SENTINEL + "\n").encode()
 

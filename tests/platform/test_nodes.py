@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from platform_helpers import ECHO, SLEEP, pid_alive, request, spec, wait_for
+from platform_helpers import ECHO, SLEEP, OnDeath, pid_alive, request, spec, wait_for
 
 from owx.common.cgroups import Cgroup
-from owx.gateway.platform.limits import MB
-from owx.gateway.platform.pool import PoolFull
-from owx.gateway.platform.types import SUCCESS, ContainerDeath
+from owx.platform.embedded.container_limits import MB
+from owx.platform.interface import NoRoom
+from owx.platform.ledger import NodeLedger
+from owx.platform.types import SUCCESS, ContainerDeath
 
 
 def test_two_nodes_have_separate_cgroup_parents(make_platform):
@@ -34,35 +34,32 @@ def test_warm_node_is_preferred(make_platform):
     assert platform.run(action, request()).node == first.node
 
 
-def test_death_is_reported_within_100_ms(make_platform):
+def test_every_death_is_reported_once_with_its_container(make_platform):
+    """How fast deaths are seen is a figure of ``owx bench canary`` (detection time), not a timed test."""
     platform = make_platform()
-    seen: list[tuple[float, ContainerDeath]] = []
+    seen: list[ContainerDeath] = []
     arrived = threading.Event()
 
     def listener(death: ContainerDeath) -> None:
-        seen.append((time.monotonic(), death))
+        seen.append(death)
         arrived.set()
 
-    platform.add_death_listener(listener)
-    latencies = []
-    for _ in range(5):
+    platform.subscribe(OnDeath(listener))
+    for _ in range(3):
         outcome = platform.run(spec(ECHO), request())
         pid = next(c.pid for c in platform.containers() if c.id == outcome.container_id)
         arrived.clear()
-        killed_at = time.monotonic()
         os.kill(pid, signal.SIGKILL)
-        assert arrived.wait(2), "no death notification"
-        at, death = seen[-1]
-        assert death.container_id == outcome.container_id and death.reason == "exited"
-        latencies.append(at - killed_at)
-    assert max(latencies) <= 0.100, f"death noticed after {[round(x * 1000, 1) for x in latencies]} ms"
+        assert arrived.wait(5), "no death notification"
+        assert (seen[-1].container_id, seen[-1].reason) == (outcome.container_id, "exited")
+    assert len(seen) == 3
 
 
 def test_node_kill_kills_everything_and_traffic_moves(make_platform):
     platform = make_platform(nodes=2)
     deaths: list[ContainerDeath] = []
-    platform.add_death_listener(deaths.append)
-    node0 = platform.nodes["node0"]
+    platform.subscribe(OnDeath(deaths.append))
+    node0 = platform.node("node0")
     for _ in range(2):
         node0.pool.run(spec(ECHO), request())
     busy = spec(SLEEP)
@@ -87,7 +84,7 @@ def test_replica_takes_no_traffic_until_claimed(make_platform):
     assert replica.state == "replica" and replica.node == "node1" and replica.action_key == action.key
     normal = platform.run(action, request())
     assert normal.container_id != replica.id
-    pool = platform.nodes["node1"].pool
+    pool = platform.node("node1").pool
     assert pool.claim_replica(action) == replica.id
     assert pool.claim_replica(action) is None  # claimed once
     claimed = pool.run(action, request(x=1), claim=replica.id)
@@ -100,24 +97,25 @@ def test_replica_needs_room_in_the_budget(make_platform):
     action = spec(SLEEP, memory_mb=256)
     with ThreadPoolExecutor(1) as pool:
         busy = pool.submit(platform.run, action, request(s=1))
-        wait_for(lambda: platform.nodes["node0"].pool.used_bytes() == 256 * MB, what="the busy container")
-        with pytest.raises(PoolFull):
+        wait_for(lambda: platform.node("node0").pool.used_bytes() == 256 * MB, what="the busy container")
+        with pytest.raises(NoRoom):
             platform.prewarm(spec(ECHO, memory_mb=128))
         assert busy.result().status == SUCCESS
 
 
 def test_resize_keeps_the_budget_accounting(make_platform):
     platform = make_platform(user_memory_mb=512)
-    pool = platform.nodes["node0"].pool
+    pool = platform.node("node0").pool
     small = spec(SLEEP, memory_mb=256)
     platform.run(small, request(s=0))
     (info,) = pool.containers()
-    assert pool.resize(info.id, 128 * MB)
+    assert platform.resize(info.id, memory_bytes=128 * MB, cpu_quota_us=50_000)
     assert Cgroup(info.cgroup).memory().limit == 128 * MB
+    assert Cgroup(info.cgroup).cpu_quota()[0] == 50_000
     assert pool.used_bytes() == 128 * MB
-    # Escra grows the container itself and tells the pool afterwards.
+    # Escra grows the container itself and tells the ledger afterwards.
     Cgroup(info.cgroup).set_memory_limit(384 * MB)
-    assert pool.resize(info.id, 384 * MB, apply=False)
+    NodeLedger(platform.ledger, "node0").on_resize(info.id, 384 * MB)
     assert pool.used_bytes() == 384 * MB
     assert pool.containers()[0].memory_bytes == 384 * MB
     # Now a second 256 MB container does not fit while the first is busy: it waits, not over-admits.
@@ -128,4 +126,4 @@ def test_resize_keeps_the_budget_accounting(make_platform):
         assert busy.result().status == SUCCESS
         waited = other.result()
     assert waited.status == SUCCESS and waited.wait_ms >= 400
-    assert not pool.resize("no-such-container", MB)
+    assert not platform.resize("no-such-container", memory_bytes=MB)

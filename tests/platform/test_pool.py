@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from platform_helpers import ECHO, SLEEP, pid_alive, request, spec, wait_for
 
 from owx.common.cgroups import Cgroup
-from owx.gateway.platform.limits import MB, cpu_shares
-from owx.gateway.platform.types import APPLICATION_ERROR, DEVELOPER_ERROR, SUCCESS
+from owx.platform.embedded.container_limits import MB, cpu_shares
+from owx.platform.types import APPLICATION_ERROR, DEVELOPER_ERROR, SUCCESS
 
 
 def test_warm_container_is_reused_and_logs_are_per_activation(make_platform):
@@ -93,7 +93,7 @@ def test_full_budget_queues_instead_of_failing(make_platform):
     stop = threading.Event()
 
     def sample() -> None:
-        pool = platform.nodes["node0"].pool
+        pool = platform.node("node0").pool
         while not stop.is_set():
             peak.append(pool.used_bytes())
             time.sleep(0.005)
@@ -157,7 +157,7 @@ def test_runtime_modules_get_bytecode_so_container_starts_do_not_compile() -> No
     from pathlib import Path
 
     import owx.canary.checkpoint.codec as codec
-    from owx.gateway.platform.backends.local import compile_owx
+    from owx.platform.embedded.backends.process import compile_owx
 
     cached = Path(importlib.util.cache_from_source(codec.__file__))
     cached.unlink(missing_ok=True)

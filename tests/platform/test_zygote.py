@@ -8,7 +8,7 @@ import threading
 from platform_helpers import ECHO, SLEEP, pid_alive, request, spec, wait_for
 
 from owx.common.cgroups import Cgroup
-from owx.gateway.platform.types import SUCCESS
+from owx.platform.types import SUCCESS
 
 RANDOM = "import numpy as np\ndef main(args):\n    return {'draw': int(np.random.randint(1 << 30))}\n"
 
@@ -22,7 +22,7 @@ def test_runtimes_are_forked_by_the_zygote_into_their_own_cgroup(make_platform):
     platform = make_platform()
     assert platform.run(spec(ECHO), request(n=1)).status == SUCCESS
     (info,) = platform.containers()
-    assert parent_of(info.pid) == platform.backend.zygote.process.pid
+    assert parent_of(info.pid) == platform.backends.for_kind("python:3").zygote.process.pid
     assert Cgroup(info.cgroup).pids() == [info.pid]
 
 
@@ -47,12 +47,12 @@ def test_each_forked_runtime_draws_its_own_numpy_randoms(make_platform):
 
 def test_containers_start_without_the_zygote_and_when_it_died(make_platform):
     plain = make_platform(zygote=False)
-    assert plain.backend.zygote is None
+    assert plain.backends.for_kind("python:3").zygote is None
     assert plain.run(spec(ECHO), request()).status == SUCCESS
     assert parent_of(plain.containers()[0].pid) == os.getpid()
 
     forked = make_platform()
-    forked.backend.zygote.process.kill()
-    wait_for(lambda: not forked.backend.zygote.alive, what="the zygote's end to be noticed")
+    forked.backends.for_kind("python:3").zygote.process.kill()
+    wait_for(lambda: not forked.backends.for_kind("python:3").zygote.alive, what="the zygote's end to be noticed")
     assert forked.run(spec(ECHO), request()).status == SUCCESS
     assert parent_of(forked.containers()[0].pid) == os.getpid()

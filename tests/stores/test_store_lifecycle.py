@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from owx.config import Settings
+from owx.settings import Settings
 from owx.gateway.stores import AUTH_COLLECTION, StoreUnavailable, open_stores
 from owx.gateway.stores.couch import CouchActivationStore, CouchEntityStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore, SQLiteEntityStore
@@ -71,19 +71,19 @@ def test_sqlite_unusable_data_dir(tmp_path: Path) -> None:
 
 
 def test_open_stores_from_settings(tmp_path: Path, couchdb_url: str, couch_prefix: str) -> None:
-    entities, activations = open_stores(Settings(data_dir=tmp_path / "data", store="sqlite"))
+    entities, activations = open_stores(Settings(data_dir=tmp_path / "data", gateway={"store": "sqlite"}))
     assert isinstance(entities, SQLiteEntityStore) and isinstance(activations, SQLiteActivationStore)
     activations.put(record := activation("guest", "hello", 1))
     entities.close()
     activations.close()
     assert {p.name for p in (tmp_path / "data").glob("*.db")} == {"owx.db", "activations.db"}
 
-    entities, activations = open_stores(Settings(data_dir=tmp_path / "data", store="sqlite"))
+    entities, activations = open_stores(Settings(data_dir=tmp_path / "data", gateway={"store": "sqlite"}))
     assert activations.get("guest", record["activationId"]) == record
     entities.close()
     activations.close()
 
-    settings = Settings(store="couchdb", couchdb_url=couchdb_url, couchdb_prefix=couch_prefix)
+    settings = Settings(gateway={"store": "couchdb", "couchdb_url": couchdb_url, "couchdb_prefix": couch_prefix})
     entities, activations = open_stores(settings)
     assert isinstance(entities, CouchEntityStore) and isinstance(activations, CouchActivationStore)
     entities.close()
@@ -94,7 +94,7 @@ def test_unreachable_couchdb_is_a_clear_error() -> None:
     url = f"http://admin:secret@127.0.0.1:{free_port()}"
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match="unreachable") as caught:
-        open_stores(Settings(store="couchdb", couchdb_url=url))
+        open_stores(Settings(gateway={"store": "couchdb", "couchdb_url": url}))
     assert "secret" not in str(caught.value)
     with pytest.raises(StoreUnavailable):
         CouchActivationStore(url, "owx_")

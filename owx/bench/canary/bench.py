@@ -46,7 +46,7 @@ from owx.bench.canary.faults import CostMeter, FaultInjector, Target, choose_tar
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.canary.workloads import CHECKPOINT_MODE, WORKLOADS, answer, expected, make_graph
 
-from owx.config import Settings
+from owx.settings import Settings
 from owx.gateway.catalog import annotation
 from owx.gateway.server import GatewayServer
 from owx.gateway.service import Gateway
@@ -108,9 +108,10 @@ class Bench:
         self.redis = None
         if store == "redis":
             self.redis = RedisServer(workdir / "redis")
-            os.environ["OWX_CANARY_STORE_URL"] = f"{self.redis.url}?blobs={workdir / 'blobs'}"
-        settings = Settings(data_dir=workdir / "gw", port=0, nodes=2, user_memory_mb=4096, stem_cells=1,
-                            concurrent_invocations=4, cgroup_root=f"owx-bench-canary-{os.getpid()}")
+        canary = {"store_url": f"{self.redis.url}?blobs={workdir / 'blobs'}"} if self.redis else {}
+        settings = Settings(data_dir=workdir / "gw", gateway={"port": 0, "concurrent_invocations": 4}, canary=canary,
+                            platform={"nodes": 2, "user_memory_mb": 4096, "stem_cells": 1,
+                                      "cgroup_root": f"owx-bench-canary-{os.getpid()}"})
         self.service = Gateway.open(settings)
         self.identity = self.service.default_identity()
         self.server = GatewayServer(self.service, "127.0.0.1", 0)
@@ -142,7 +143,7 @@ class Bench:
     def run(self, strategy: str, rate: float, invocations: int) -> Run:
         plan = [(list(WORKLOADS)[i % len(WORKLOADS)], (i // len(WORKLOADS)) % SEEDS) for i in range(invocations)]
         moments = choose_targets(invocations, rate, seed=invocations)
-        meter = CostMeter(self.service.runner).start()
+        meter = CostMeter(self.service.platform).start()
         ids = []
         for workload, seed in plan:
             response = self.http.post(f"{self.url}/actions/{workload}-{strategy}", json=self.params(workload, seed))
@@ -199,7 +200,6 @@ class Bench:
         self.server.stop()
         if self.redis is not None:
             self.redis.stop()
-            os.environ.pop("OWX_CANARY_STORE_URL", None)
 
 
 def recovery_time(result: dict[str, Any], target: Target) -> float:

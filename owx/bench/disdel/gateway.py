@@ -6,7 +6,6 @@ never touches the user's ``~/.wskprops``); raised action limits for DL training.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -47,12 +46,11 @@ def start_gateway(data_dir: Path, *, memory_max_mb: int = 4096, timeout_max_ms: 
     env = {
         **os.environ,
         "HOME": str(home),
-        # whole objects: owx.config's Bound has no per-field defaults, so OWX_MEMORY_MB__MAX alone fails
-        "OWX_MEMORY_MB": json.dumps({"min": 128, "max": memory_max_mb, "default": 256}),
-        "OWX_TIMEOUT_MS": json.dumps({"min": 100, "max": timeout_max_ms, "default": 60_000}),
-        "OWX_USER_MEMORY_MB": str(pool_mb),
-        "OWX_CGROUP_ROOT": f"owx-disdel-gw-{secrets.token_hex(3)}",
-        "OWX_STEM_CELLS": "0",
+        "OWX_LIMITS__MEMORY_MB__MAX": str(memory_max_mb),
+        "OWX_LIMITS__TIMEOUT_MS__MAX": str(timeout_max_ms),
+        "OWX_PLATFORM__USER_MEMORY_MB": str(pool_mb),
+        "OWX_PLATFORM__CGROUP_ROOT": f"owx-disdel-gw-{secrets.token_hex(3)}",
+        "OWX_PLATFORM__STEM_CELLS": "0",
         "OWX_LOG_LEVEL": "WARNING",
         **(extra_env or {}),
     }

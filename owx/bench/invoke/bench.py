@@ -71,9 +71,9 @@ def timed(call, n: int) -> list[float]:
 
 
 def start_gateway(data_dir: Path, port: int) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "OWX_DATA_DIR": str(data_dir), "OWX_PORT": str(port), "OWX_CGROUP_ROOT": "owx-bench-invoke",
-           "OWX_LOG_LEVEL": "WARNING", "HOME": str(data_dir), "OWX_INVOCATIONS_PER_MINUTE": "1000000",
-           "OWX_STEM_CELLS": "0"}
+    env = {**os.environ, "OWX_DATA_DIR": str(data_dir), "OWX_GATEWAY__PORT": str(port),
+           "OWX_PLATFORM__CGROUP_ROOT": "owx-bench-invoke", "OWX_LOG_LEVEL": "WARNING", "HOME": str(data_dir),
+           "OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "1000000", "OWX_PLATFORM__STEM_CELLS": "0"}
     process = subprocess.Popen([sys.executable, "-m", "owx.cli", "up"], env=env, stdout=subprocess.PIPE, text=True)
     auth = ""
     for line in process.stdout:  # type: ignore[union-attr]

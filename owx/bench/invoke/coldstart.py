@@ -11,20 +11,18 @@ from __future__ import annotations
 import secrets
 import time
 
-from owx.config import Settings
-from owx.gateway.platform import Platform
-from owx.gateway.platform.types import SUCCESS, ActionSpec, RunRequest
+from owx.platform.embedded.platform import EmbeddedPlatform
+from owx.platform.settings import PlatformSettings
+from owx.platform.types import SUCCESS, ActionSpec, RunRequest
 
 CODE = "def main(args):\n    return {'ok': True}\n"
 
 
 def measure_cold_start(backend_name: str, n: int, memory_mb: int = 256) -> list[float]:
     """Seconds from asking for a cold container to its ``/init`` (and a trivial run) answered, ``n`` times."""
-    settings = Settings(
-        backend=backend_name, stem_cells=0, nodes=1, cgroup_root=f"owx-bench-coldstart-{secrets.token_hex(3)}"
-    )
-    platform = Platform(settings)
-    pool = platform.nodes["node0"].pool
+    settings = PlatformSettings(kind="docker" if backend_name == "docker" else "embedded", stem_cells=0, nodes=1,
+                                cgroup_root=f"owx-bench-coldstart-{secrets.token_hex(3)}")
+    platform = EmbeddedPlatform(settings)
     samples: list[float] = []
     try:
         for index in range(n):
@@ -37,7 +35,7 @@ def measure_cold_start(backend_name: str, n: int, memory_mb: int = 256) -> list[
             if outcome.status != SUCCESS or outcome.init_ms is None:
                 raise RuntimeError(f"cold start {index} on {backend_name} failed: {outcome.result}")
             samples.append(elapsed)
-            pool.remove(outcome.container_id)
+            platform.remove(outcome.container_id)
     finally:
         platform.close()
     return samples

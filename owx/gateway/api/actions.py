@@ -11,7 +11,7 @@ from owx.gateway.api.request_args import caller, flag, gateway, json_object, mod
 from owx.gateway.errors import ApiError
 from owx.gateway.models import ActionBody
 from owx.gateway.names import check_name, parse_relative
-from owx.gateway.platform.types import INTERNAL_ERROR, SUCCESS
+from owx.platform.types import INTERNAL_ERROR, SUCCESS
 
 blueprint = Blueprint("actions", __name__, url_prefix="/api/v1/namespaces/<ns>/actions")
 ACTIVATION_HEADER = "x-openwhisk-activation-id"
@@ -62,16 +62,16 @@ def invoke(ns: str, name: str):
     path = parse_relative(namespace(ns), name)
     blocking, result_only = flag("blocking"), flag("result")
     size = request.content_length or 0
-    if size > service.settings.max_payload_bytes:
+    if size > service.settings.gateway.max_payload_bytes:
         raise ApiError(413, errors.ENTITY_TOO_BIG.format(field="Request", size=size,
-                                                          allowed=service.settings.max_payload_bytes))
+                                                          allowed=service.settings.gateway.max_payload_bytes))
     params = json_object()
     invocation = service.invoker.start(caller(), service.catalog.resolve(path), params)
     headers = {ACTIVATION_HEADER: invocation.activation_id}
     if not blocking:
         return jsonify(activationId=invocation.activation_id), 202, headers
     try:
-        record = invocation.future.result(timeout=service.settings.blocking_wait_s)
+        record = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s)
     except FutureTimeout:
         return jsonify(activationId=invocation.activation_id), 202, headers
     status = record["response"]["status"]

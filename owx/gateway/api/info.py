@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 
 from owx.gateway.api.request_args import caller, gateway, namespace
-from owx.gateway.limits import system_limits
+from owx.gateway.action_limits import MB, system_limits
 from owx.gateway.models import KINDS
 
 blueprint = Blueprint("info", __name__)
@@ -20,7 +20,7 @@ def root():
 @blueprint.get("/api/v1")
 def api_info():
     """API version, limits and runtimes (as ``wsk property get`` reads them)."""
-    settings = gateway().settings
+    service = gateway()
     return jsonify(
         description="OpenWhisk API (owx)",
         api_version="1.0.0",
@@ -28,7 +28,7 @@ def api_info():
         build="owx",
         buildno="0.1.0",
         swagger_paths={"api-docs": "/api/v1/api-docs"},
-        limits=system_limits(settings),
+        limits=system_limits(service.catalog.limits, service.settings.gateway, service.platform.limits()),
         runtimes={"python": [{"kind": k} for k in KINDS if k.startswith("python")], "blackbox": [{"kind": "blackbox"}]},
     )
 
@@ -43,15 +43,16 @@ def namespaces():
 def limits(ns: str):
     """The caller's invocation limits."""
     namespace(ns)
-    settings = gateway().settings
+    service = gateway()
+    limits, throttles = service.catalog.limits, service.settings.gateway
     return jsonify(
-        invocationsPerMinute=settings.invocations_per_minute,
-        concurrentInvocations=settings.concurrent_invocations,
-        minActionMemory=settings.memory_mb.min * 1024 * 1024,
-        maxActionMemory=settings.memory_mb.max * 1024 * 1024,
-        minActionTimeout=settings.timeout_ms.min,
-        maxActionTimeout=settings.timeout_ms.max,
-        minActionLogSize=settings.logs_mb.min * 1024 * 1024,
-        maxActionLogSize=settings.logs_mb.max * 1024 * 1024,
-        maxActionConcurrency=settings.concurrency.max,
+        invocationsPerMinute=throttles.invocations_per_minute,
+        concurrentInvocations=throttles.concurrent_invocations,
+        minActionMemory=limits.memory_mb.min * MB,
+        maxActionMemory=limits.memory_mb.max * MB,
+        minActionTimeout=limits.timeout_ms.min,
+        maxActionTimeout=limits.timeout_ms.max,
+        minActionLogSize=limits.logs_mb.min * MB,
+        maxActionLogSize=limits.logs_mb.max * MB,
+        maxActionConcurrency=limits.concurrency.max,
     )

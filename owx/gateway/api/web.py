@@ -21,7 +21,7 @@ from owx.gateway.api.request_args import gateway
 from owx.gateway.catalog import annotation
 from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, check_name, check_namespace
-from owx.gateway.platform.types import APPLICATION_ERROR, SUCCESS
+from owx.platform.types import APPLICATION_ERROR, SUCCESS
 
 blueprint = Blueprint("web", __name__, url_prefix="/api/v1/web")
 EXTENSIONS = (".json", ".html", ".http", ".text")
@@ -87,14 +87,14 @@ def web_action(ns: str, package: str, rest: str):
         resolved = None
     if resolved is None or not annotation(resolved.doc, "web-export"):
         raise not_found()
-    if service.settings.max_payload_bytes < (request.content_length or 0):
+    if service.settings.gateway.max_payload_bytes < (request.content_length or 0):
         raise ApiError(413, errors.ENTITY_TOO_BIG.format(field="Request", size=request.content_length,
-                                                          allowed=service.settings.max_payload_bytes))
+                                                          allowed=service.settings.gateway.max_payload_bytes))
     invocation = service.invoker.start(owner, resolved, _parameters(bool(annotation(resolved.doc, "raw-http")),
                                                                     extra_path))
     headers = {ACTIVATION_HEADER: invocation.activation_id}
     try:
-        record = invocation.future.result(timeout=service.settings.blocking_wait_s)
+        record = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s)
     except FutureTimeout:
         return jsonify(activationId=invocation.activation_id), 202, headers
     status, result = record["response"]["status"], record["response"]["result"]

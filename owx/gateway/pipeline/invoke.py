@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Protocol
 
-from owx.config import Settings
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
 from owx.gateway.errors import bad_request
 from owx.gateway.identity import Identity
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
-from owx.gateway.platform.types import INTERNAL_ERROR, ActionSpec, RunOutcome, RunRequest
 from owx.gateway.stores import ActivationStore
+from owx.platform.types import INTERNAL_ERROR, ActionSpec, RunOutcome, RunRequest
+from owx.settings import Settings
 
 log = logging.getLogger(__name__)
 PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g., reserved properties)."
@@ -81,13 +81,14 @@ class Invoker:
         self.runner = runner
         self.throttle = throttle
         self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner, Gate | None]] = []
-        self._executor = ThreadPoolExecutor(settings.concurrent_invocations, thread_name_prefix="invoke")
+        self._executor = ThreadPoolExecutor(settings.gateway.concurrent_invocations, thread_name_prefix="invoke")
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=False)
 
     def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner, gate: Gate | None = None) -> None:
-        """Send actions that ``accepts`` selects to ``runner`` (e.g. Canary's stateful actions).
+        """Send actions that ``accepts`` selects to ``runner`` instead of the platform (e.g. Canary's
+        stateful actions); the first route that accepts an action takes it.
 
         With a ``gate`` their invocations queue instead of answering 429, and start when
         ``gate(resolved, activation_ids)`` has reserved what they need (all or nothing).
@@ -156,7 +157,7 @@ class Invoker:
             outcome = self._run(identity, resolved, args, activation_id)
             record = records.activation(
                 activation_id=activation_id, namespace=identity.namespace, action=resolved.doc,
-                path=str(resolved.path), outcome=outcome, max_result_bytes=self.settings.max_payload_bytes,
+                path=str(resolved.path), outcome=outcome, max_result_bytes=self.settings.gateway.max_payload_bytes,
                 cause=cause, extra_annotations=outcome.annotations,
             )
         self.activations.put(record)
@@ -204,7 +205,7 @@ class Invoker:
                 break
             value = last["response"]["result"]
         end_ms = int(time.time() * 1000)
-        response = last["response"] if last else records.response("success", args, self.settings.max_payload_bytes)
+        response = last["response"] if last else records.response("success", args, self.settings.gateway.max_payload_bytes)
         annotations = [
             {"key": "topmost", "value": cause is None},
             {"key": "path", "value": str(resolved.path)},

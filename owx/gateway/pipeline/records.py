@@ -6,7 +6,7 @@ import json
 import uuid
 from typing import Any
 
-from owx.gateway.platform.types import (
+from owx.platform.types import (
     APPLICATION_ERROR,
     DEVELOPER_ERROR,
     INTERNAL_ERROR,

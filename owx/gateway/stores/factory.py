@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from owx.config import Settings
+from owx.settings import Settings
 from owx.gateway.stores.base import ActivationStore, EntityStore
 from owx.gateway.stores.couch import CouchActivationStore, CouchEntityStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore, SQLiteEntityStore
@@ -14,17 +14,18 @@ ACTIVATIONS_DB = "activations.db"
 
 
 def open_stores(settings: Settings) -> tuple[EntityStore, ActivationStore]:
-    """(entities, activations) for ``settings.store``: SQLite files ``settings.entity_db``
+    """(entities, activations) for ``settings.gateway.store``: SQLite files ``settings.entity_db``
     and ``<data_dir>/activations.db``, or CouchDB databases ``<couchdb_prefix>entities``
-    and ``<couchdb_prefix>activations`` at ``settings.couchdb_url``.
+    and ``<couchdb_prefix>activations`` at ``settings.gateway.couchdb_url``.
 
     Raises `StoreUnavailable` when the database cannot be used (CouchDB unreachable,
     data directory owned by another process)."""
     open_entities: Callable[[], EntityStore]
     open_activations: Callable[[], ActivationStore]
-    if settings.store == "couchdb":
-        open_entities = partial(CouchEntityStore, settings.couchdb_url, settings.couchdb_prefix)
-        open_activations = partial(CouchActivationStore, settings.couchdb_url, settings.couchdb_prefix)
+    gateway = settings.gateway
+    if gateway.store == "couchdb":
+        open_entities = partial(CouchEntityStore, gateway.couchdb_url, gateway.couchdb_prefix)
+        open_activations = partial(CouchActivationStore, gateway.couchdb_url, gateway.couchdb_prefix)
     else:
         open_entities = partial(SQLiteEntityStore, settings.entity_db)
         open_activations = partial(SQLiteActivationStore, settings.data_dir / ACTIVATIONS_DB)

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from owx.gateway.platform.types import LOG_TRUNCATED_MESSAGE
+from owx.platform.types import LOG_TRUNCATED_MESSAGE
 
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
 STREAMS = ("stdout", "stderr")

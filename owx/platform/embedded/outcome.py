@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from owx.gateway.platform.proxy import ProxyResponse
-from owx.gateway.platform.types import (
+from owx.platform.embedded.proxy import ProxyResponse
+from owx.platform.types import (
     APPLICATION_ERROR,
     DEVELOPER_ERROR,
     INVALID_RESPONSE_MESSAGE,

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from owx.common.cgroups import Cgroup, CgroupError
-from owx.gateway.platform.limits import ContainerLimits
-from owx.gateway.platform.logs import LogCollector
-from owx.gateway.platform.proxy import ProxyClient, ProxyResponse
-from owx.gateway.platform.types import DeathReason
-from owx.gateway.platform.watcher import FdWatcher
+from owx.platform.embedded.container_limits import ContainerLimits
+from owx.platform.embedded.logs import LogCollector
+from owx.platform.embedded.proxy import ProxyClient, ProxyResponse
+from owx.platform.types import DeathReason
+from owx.platform.embedded.watcher import FdWatcher
 
 log = logging.getLogger(__name__)
 

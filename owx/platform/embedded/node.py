@@ -2,36 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from owx.common.cgroups import Cgroup, CgroupError
-from owx.gateway.platform.container import Backend
-from owx.gateway.platform.pool import ContainerPool
-from owx.gateway.platform.settings import PlatformSettings
+from owx.platform.embedded.container import Backend
+from owx.platform.embedded.pool import ContainerPool
+from owx.platform.ledger import MemoryLedger
+from owx.platform.settings import PlatformSettings
+from owx.platform.types import NodeInfo
 
 
 class Node:
     """A named container pool whose containers live under ``<cgroup_root>/<name>``."""
 
-    def __init__(
-        self,
-        name: str,
-        backend: Backend,
-        cgroup_root: str,
-        user_memory_mb: int,
-        stem_cells: int,
-        idle_evict_s: float,
-        settings: PlatformSettings,
-    ) -> None:
+    def __init__(self, name: str, backend_for: Callable[[str], Backend], ledger: MemoryLedger,
+                 settings: PlatformSettings, backend_name: str) -> None:
         self.name = name
-        self.backend = backend
-        self.cgroup_parent = f"{cgroup_root.strip('/')}/{name}"
+        self.cgroup_parent = f"{settings.cgroup_root.strip('/')}/{name}"
+        self.backend_name = backend_name
         Cgroup(self.cgroup_parent).create()
-        self.pool = ContainerPool(
-            name, backend, self.cgroup_parent, user_memory_mb, stem_cells, idle_evict_s, settings
-        )
+        self.pool = ContainerPool(name, backend_for, self.cgroup_parent, ledger, settings)
 
     @property
     def alive(self) -> bool:
         return not self.pool.lost
+
+    def info(self) -> NodeInfo:
+        return NodeInfo(self.name, self.alive, self.pool.budget_bytes, self.cgroup_parent, self.backend_name)
 
     def load(self) -> float:
         """Fraction of the memory budget in use, plus the queue (for placement)."""

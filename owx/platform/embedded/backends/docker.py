@@ -23,8 +23,8 @@ import docker.errors
 
 from owx.common.cgroups import CgroupError
 from owx.common.dockerd import ensure_dockerd
-from owx.gateway.platform.container import Backend, Container, ContainerRequest
-from owx.gateway.platform.proxy import ProxyClient
+from owx.platform.embedded.container import Backend, Container, ContainerRequest
+from owx.platform.embedded.proxy import ProxyClient
 
 log = logging.getLogger(__name__)
 

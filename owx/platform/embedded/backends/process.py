@@ -1,4 +1,4 @@
-"""Backend ``local``: a container is a runtime process in its own cgroup on this machine.
+"""Backend ``process``: a container is a runtime process in its own cgroup on this machine.
 
 Start-up is one fork of the backend's zygote (a runtime process that imported the
 runtime and common modules once, :mod:`owx.runtimes.zygote`), or a fork/exec of the
@@ -25,29 +25,29 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from owx.common.cgroups import CgroupError, is_v2
-from owx.gateway.platform.container import Backend, Container, ContainerRequest
-from owx.gateway.platform.backends.zygote_client import Zygote, ZygoteError
-from owx.gateway.platform.proxy import ProxyClient
-from owx.gateway.platform.settings import PlatformSettings
+from owx.platform.embedded.backends import PYTHON_KINDS
+from owx.platform.embedded.container import Backend, Container, ContainerRequest
+from owx.platform.embedded.backends.zygote_client import Zygote, ZygoteError
+from owx.platform.embedded.proxy import ProxyClient
+from owx.platform.settings import PlatformSettings
 from owx.runtimes.confine import enter_container
 
 log = logging.getLogger(__name__)
 
 RUNTIME_MODULE = "owx.runtimes.python_action"
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[4])  # the directory that holds owx/
-PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
 ZYGOTE_NOTICE_WAIT_S = 0.2  # a forked runtime that exited: the zygote reaps it and reports within ms
 ZYGOTE_REAP_WAIT_S = 5.0
 
 
-class LocalBackend(Backend):
+class ProcessBackend(Backend):
     """Runs Python runtimes as processes in cgroups; kinds ``python:*`` only."""
 
-    name = "local"
+    name = "process"
 
-    def __init__(self, settings: PlatformSettings, action_user: str) -> None:
+    def __init__(self, settings: PlatformSettings) -> None:
         super().__init__()
-        self.launch = prepare_launch(settings.runtime_python, action_user)
+        self.launch = prepare_launch(settings.runtime_python, settings.action_user)
         self.workroot = Path(tempfile.mkdtemp(prefix="owx-local-"))
         self.workroot.chmod(0o711)
         self.zygote = Zygote(self.launch.python, runtime_env(self.launch.pythonpath, self.workroot),
@@ -55,8 +55,8 @@ class LocalBackend(Backend):
 
     def create(self, request: ContainerRequest) -> Container:
         if request.kind not in PYTHON_KINDS:
-            raise ValueError(f"backend 'local' runs kinds {', '.join(PYTHON_KINDS)}, not {request.kind!r}")
-        container = LocalContainer(f"owx-{secrets.token_hex(6)}", request, self.watcher, self.notifier)
+            raise ValueError(f"backend 'process' runs kinds {', '.join(PYTHON_KINDS)}, not {request.kind!r}")
+        container = ProcessContainer(f"owx-{secrets.token_hex(6)}", request, self.watcher, self.notifier)
         container.start(self.launch, self.workroot, self.zygote)
         return container
 
@@ -67,8 +67,8 @@ class LocalBackend(Backend):
         shutil.rmtree(self.workroot, ignore_errors=True)
 
 
-class LocalContainer(Container):
-    backend_name = "local"
+class ProcessContainer(Container):
+    backend_name = "process"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -1,15 +1,19 @@
-"""A node's container pool: warm reuse, stem cells, a memory budget with a FIFO queue, replicas.
+"""A node's container pool: warm reuse, stem cells, replicas, and admission against the node's budget.
 
 ``run(spec, request)`` is the only path for traffic and never raises for action
-failures.  Memory admission follows OpenWhisk's invoker: every container counts
-its current memory limit against ``user_memory_mb``; a request that needs a new
-container waits in FIFO order while the budget is full, after idle containers of
-other actions (then idle stem cells) have been evicted to make room.  Requests
-that find a free warm container of their action never wait behind that queue.
+failures.  Memory admission follows OpenWhisk's invoker: every container holds its
+current memory limit in the platform's :class:`MemoryLedger` against the node's budget
+(userMemory); a request that needs a new container waits in FIFO order while the budget
+is full, after idle containers of other actions (then idle stem cells) have been evicted
+to make room.  Requests that find a free warm container of their action never wait behind
+that queue, nor do activations that bring a reservation (memory held for them in advance).
+When others push the node over its budget (a forced hold), idle containers are evicted
+until it fits again.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -18,12 +22,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from owx.common.cgroups import CgroupError
-from owx.gateway.platform import outcome as outcomes
-from owx.gateway.platform.container import Backend, Container, ContainerRequest
-from owx.gateway.platform.limits import MB, limits_for
-from owx.gateway.platform.proxy import ProxyTimeout, ProxyUnreachable
-from owx.gateway.platform.settings import PlatformSettings
-from owx.gateway.platform.types import (
+from owx.platform.embedded import outcome as outcomes
+from owx.platform.embedded.container import Backend, Container, ContainerRequest
+from owx.platform.embedded.container_limits import MB, limits_for
+from owx.platform.embedded.proxy import ProxyTimeout, ProxyUnreachable
+from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
+from owx.platform.ledger import MemoryLedger, container_holder
+from owx.platform.settings import PlatformSettings
+from owx.platform.types import (
     DEVELOPER_ERROR,
     EXITED_MESSAGE,
     INIT_EXITED_MESSAGE,
@@ -46,18 +52,8 @@ STEM_KINDS = frozenset({"python:3", "python:3.11", "python:default"})
 DEATH_GRACE_S = 0.5  # after a broken connection, how long to wait for the exit to be seen
 
 DeathListener = Callable[[ContainerDeath], None]
-
-
-class PoolUnavailable(RuntimeError):
-    """The pool cannot take work: closed, node lost, or the action can never fit its budget."""
-
-
-class PoolFull(RuntimeError):
-    """No memory for a replica right now."""
-
-
-class ReplicaError(RuntimeError):
-    """A replica could not be started or initialised."""
+StartListener = Callable[[ContainerInfo], None]
+_tickets = itertools.count()
 
 
 @dataclass(eq=False)
@@ -72,8 +68,8 @@ class Slot:
     last_used: float = field(default_factory=time.monotonic)
 
     @property
-    def memory_bytes(self) -> int:
-        return self.container.memory_bytes
+    def holder(self) -> str:
+        return container_holder(self.container.id)
 
     @property
     def idle(self) -> bool:
@@ -82,10 +78,10 @@ class Slot:
 
 @dataclass(eq=False)
 class _Grant:
-    """Capacity handed to one request: an existing slot, or bytes reserved for a new container."""
+    """Capacity handed to one request: an existing slot, and/or memory held for a new container."""
 
     slot: Slot | None = None
-    reserved: int = 0
+    ticket: str | None = None  # ledger holder of the memory for the new container (or a stem's growth)
     victims: list[Slot] = field(default_factory=list)
     from_stem: bool = False
 
@@ -96,30 +92,30 @@ class ContainerPool:
     def __init__(
         self,
         node: str,
-        backend: Backend,
+        backend_for: Callable[[str], Backend],
         cgroup_parent: str,
-        user_memory_mb: int,
-        stem_cells: int,
-        idle_evict_s: float,
-        settings: PlatformSettings | None = None,
+        ledger: MemoryLedger,
+        settings: PlatformSettings,
     ) -> None:
         self.node = node
-        self.backend = backend
+        self.backend_for = backend_for
         self.cgroup_parent = cgroup_parent
-        self.user_memory_mb = user_memory_mb
-        self.budget_bytes = user_memory_mb * MB
-        self.stem_target = stem_cells
-        self.idle_evict_s = idle_evict_s
-        self.settings = settings or PlatformSettings()
+        self.ledger = ledger
+        self.settings = settings
+        self.user_memory_mb = settings.user_memory_mb
+        self.budget_bytes = settings.user_memory_mb * MB
+        self.stem_target = settings.stem_cells
+        self.idle_evict_s = settings.idle_evict_s
         self._slots: dict[str, Slot] = {}
-        self._reserved = 0  # bytes of containers being created or destroyed
-        self._holds: dict[str, int] = {}  # memory held outside containers (Escra's OOM-rescue reserves)
+        self._evicting = 0  # bytes of containers being destroyed (still held in the ledger)
         self._queue: deque[object] = deque()
         self._cond = threading.Condition()
         self._listeners: list[DeathListener] = []
+        self._start_listeners: list[StartListener] = []
         self._closed = False
         self._lost = False
         self._stems_starting = 0
+        ledger.add_node(node, self.budget_bytes, self.reclaimable, self._ledger_changed)
         self._reaper = threading.Thread(target=self._reap_idle, name=f"owx-pool-{node}-reaper", daemon=True)
         self._reaper.start()
 
@@ -128,8 +124,8 @@ class ContainerPool:
         """Run one activation; ``claim`` names a replica taken with :meth:`claim_replica`."""
         entered = time.time()
         try:
-            grant = self._acquire(spec, claim, state="warm", wait_s=None)
-        except PoolUnavailable as exc:
+            grant = self._acquire(spec, claim, state="warm", wait_s=None, reservation=request.reservation)
+        except PlatformUnavailable as exc:
             now = _ms(time.time())
             return RunOutcome(INTERNAL_ERROR, outcomes.error(str(exc)), [], now, now, node=self.node)
         started = time.time()
@@ -154,17 +150,17 @@ class ContainerPool:
         result.wait_ms, result.init_ms = wait_ms, init_ms
         return result
 
-    # -- hooks for Canary --------------------------------------------------------
+    # -- replicas ----------------------------------------------------------------
     def prewarm(self, spec: ActionSpec, wait_s: float = 0.0) -> ContainerInfo:
         """Start and initialise a replica of ``spec``; it takes no traffic until claimed.
 
-        Raises PoolFull when the budget has no room within ``wait_s`` seconds (idle
-        containers of other actions are evicted first), ReplicaError when it fails to start.
+        Raises NoRoom when the budget has no room within ``wait_s`` seconds (idle
+        containers of other actions are evicted first), ReplicaFailed when it fails to start.
         """
         grant = self._acquire(spec, None, state="replica", wait_s=wait_s)
         slot, failed = self._start_for(spec, spec.key, grant, time.time(), state="replica")
         if failed is not None or slot is None:
-            raise ReplicaError(str(failed.result if failed else "no container"))
+            raise ReplicaFailed(str(failed.result if failed else "no container"))
         self._release(slot)
         return self._info(slot)
 
@@ -181,45 +177,29 @@ class ContainerPool:
         """Call ``listener(ContainerDeath)`` when a container dies by itself, times out or its node is lost."""
         self._listeners.append(listener)
 
-    # -- hooks for Escra ---------------------------------------------------------
-    def resize(self, container_id: str, memory_bytes: int, apply: bool = True) -> bool:
-        """Record (and with ``apply`` set) a container's new memory limit; False if unknown.
+    def add_start_listener(self, listener: StartListener) -> None:
+        """Call ``listener(ContainerInfo)`` when a container has started (before its ``/init``)."""
+        self._start_listeners.append(listener)
 
-        Escra calls this with ``apply=False`` after writing the cgroup itself, so the
-        pool's budget always sums the limits in force.  Raises CgroupError when the
-        kernel refuses the new limit.
-        """
+    # -- resources ---------------------------------------------------------------
+    def resize(self, container_id: str, memory_bytes: int | None, cpu_quota_us: int | None) -> bool:
+        """Apply a container's new limits (memory also in the ledger); False if unknown.
+        Raises CgroupError when the kernel refuses the new limit."""
         with self._cond:
             slot = self._slots.get(container_id)
         if slot is None:
             return False
-        if apply:
+        if memory_bytes is not None:
             slot.container.set_memory_limit(memory_bytes)
-        else:
-            slot.container.memory_bytes = memory_bytes
-        with self._cond:
-            self._cond.notify_all()
+            self.ledger.resize(slot.holder, memory_bytes)
+        if cpu_quota_us is not None:
+            slot.container.cgroup.set_cpu_quota(cpu_quota_us, slot.container.request.limits.cpu_period_us)
         return True
 
-    # Escra's PoolLedger: the pool's budget is the application's global memory limit.
-    def on_resize(self, container_id: str, memory_bytes: int) -> None:
-        """Escra wrote ``container_id``'s limit itself; account it (0: Escra stopped tracking it)."""
-        if memory_bytes > 0:
-            self.resize(container_id, memory_bytes, apply=False)
-
-    def on_hold(self, holder: str, memory_bytes: int) -> None:
-        """Account ``memory_bytes`` held by ``holder`` outside any container (0 releases it)."""
+    def container(self, container_id: str) -> Container | None:
         with self._cond:
-            if memory_bytes > 0:
-                self._holds[holder] = memory_bytes
-            else:
-                self._holds.pop(holder, None)
-            self._cond.notify_all()
-
-    def free_bytes(self) -> int:
-        """Budget not accounted to a container, a container being made, or a hold."""
-        with self._cond:
-            return max(0, self.budget_bytes - self._used())
+            slot = self._slots.get(container_id)
+        return slot.container if slot else None
 
     def containers(self) -> list[ContainerInfo]:
         """Every live container with its state, limit and cgroup path."""
@@ -227,8 +207,12 @@ class ContainerPool:
             return [self._info(slot) for slot in self._slots.values()]
 
     def used_bytes(self) -> int:
+        return self.ledger.used(self.node)
+
+    def reclaimable(self) -> int:
+        """Memory that evicting idle warm containers and stem cells would free now."""
         with self._cond:
-            return self._used()
+            return sum(self.ledger.held(s.holder) for s in self._slots.values() if self._evictable(s))
 
     def queued(self) -> int:
         with self._cond:
@@ -245,14 +229,14 @@ class ContainerPool:
             self._cond.notify_all()
         if slot is None:
             return False
-        slot.container.destroy()
+        self._destroy(slot)
         return True
 
     # -- lifecycle ---------------------------------------------------------------
     def start_stem_cells(self) -> None:
         """Create the configured stem cells now (blocking) where the budget allows."""
-        while self._stem_wanted():
-            if not self._make_stem():
+        while (ticket := self._stem_wanted()) is not None:
+            if not self._make_stem(ticket):
                 break
 
     def kill_all(self, reason: DeathReason = "node-lost") -> None:
@@ -282,14 +266,15 @@ class ContainerPool:
             self._slots.clear()
             self._cond.notify_all()
         for slot in slots:
-            slot.container.destroy()
+            self._destroy(slot)
         self._reaper.join(timeout=2)
 
     # -- admission -----------------------------------------------------------------
-    def _acquire(self, spec: ActionSpec, claim: str | None, state: ContainerState, wait_s: float | None) -> _Grant:
+    def _acquire(self, spec: ActionSpec, claim: str | None, state: ContainerState, wait_s: float | None,
+                 reservation: str | None = None) -> _Grant:
         need = spec.memory_mb * MB
         if need > self.budget_bytes:
-            raise PoolUnavailable(
+            raise PlatformUnavailable(
                 f"action memory {spec.memory_mb} MB exceeds the node's container budget of {self.user_memory_mb} MB"
             )
         deadline = None if wait_s is None else time.monotonic() + wait_s
@@ -303,7 +288,12 @@ class ContainerPool:
                         if slot is not None:
                             slot.in_flight += 1
                             slot.state = "warm"
+                            if reservation:  # an existing container: the memory held in advance is not needed
+                                self.ledger.release(reservation)
                             return _Grant(slot=slot)
+                        reserved = self.ledger.take(reservation, self.node) if reservation else 0
+                        if reserved:  # memory held for this activation in advance: no queue
+                            return self._plan(spec, need, allow_stem=True, reserved=reserved)  # type: ignore[return-value]
                     if ticket not in self._queue:
                         self._queue.append(ticket)
                     if self._queue[0] is ticket:
@@ -312,7 +302,7 @@ class ContainerPool:
                             return grant
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
-                        raise PoolFull(f"no memory for {spec.memory_mb} MB on node {self.node}")
+                        raise NoRoom(f"no memory for {spec.memory_mb} MB on node {self.node}")
                     self._cond.wait(remaining)
             finally:
                 if ticket in self._queue:
@@ -321,9 +311,9 @@ class ContainerPool:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise PoolUnavailable(f"the container pool of node {self.node} is closed")
+            raise PlatformUnavailable(f"the container pool of node {self.node} is closed")
         if self._lost:
-            raise PoolUnavailable(f"node {self.node} is lost")
+            raise PlatformUnavailable(f"node {self.node} is lost")
 
     def _claimed(self, claim: str | None, key: str) -> Slot | None:
         slot = self._slots.get(claim) if claim else None
@@ -344,29 +334,34 @@ class ContainerPool:
             and slot.container.is_alive()
         )
 
-    def _plan(self, spec: ActionSpec, need: int, allow_stem: bool) -> _Grant | None:
-        """Capacity for a new container (or a stem cell), evicting idle ones if that is enough."""
-        free = self.budget_bytes - self._used()
+    def _plan(self, spec: ActionSpec, need: int, allow_stem: bool, reserved: int = 0) -> _Grant | None:
+        """Memory for a new container (or a stem cell's growth), evicting idle ones if that is enough.
+
+        ``reserved`` bytes were held for this activation in advance: they are taken whether or not
+        the node has room now (idle containers are evicted as far as that helps).
+        """
+        free = self.ledger.free(self.node) + self._evicting + reserved
         stem = self._idle_stem() if allow_stem and spec.kind in STEM_KINDS else None
-        extra = need if stem is None else max(0, need - stem.memory_bytes)
+        extra = need if stem is None else max(0, need - self.ledger.held(stem.holder))
         victims: list[Slot] = []
         if extra > free:
             candidates = sorted(
-                (s for s in self._slots.values() if s.idle and s is not stem and s.state in ("warm", "stem")),
+                (s for s in self._slots.values() if self._evictable(s) and s is not stem),
                 key=lambda s: (s.state == "stem", s.last_used),  # other actions' warm containers first, LRU
             )
             for victim in candidates:
                 if extra <= free:
                     break
                 victims.append(victim)
-                free += victim.memory_bytes
-            if extra > free:
+                free += self.ledger.held(victim.holder)
+            if extra > free and not reserved:
                 return None
         for victim in victims:
             del self._slots[victim.container.id]
-            self._reserved += victim.memory_bytes
-        self._reserved += extra
-        grant = _Grant(slot=stem, reserved=extra, victims=victims, from_stem=stem is not None)
+            self._evicting += self.ledger.held(victim.holder)
+        ticket = f"starting:{self.node}:{next(_tickets)}"
+        self.ledger.hold(ticket, self.node, max(extra, reserved), force=True)
+        grant = _Grant(slot=stem, ticket=ticket, victims=victims, from_stem=stem is not None)
         if stem is not None:
             stem.state, stem.key, stem.in_flight = "starting", spec.key, 1
         return grant
@@ -376,9 +371,9 @@ class ContainerPool:
             (s for s in self._slots.values() if s.state == "stem" and s.idle and s.container.is_alive()), None
         )
 
-    def _used(self) -> int:
-        held = sum(self._holds.values())
-        return self._reserved + held + sum(slot.memory_bytes for slot in self._slots.values())
+    @staticmethod
+    def _evictable(slot: Slot) -> bool:
+        return slot.idle and slot.state in ("warm", "stem")
 
     # -- container start ---------------------------------------------------------------
     def _start_for(
@@ -389,21 +384,18 @@ class ContainerPool:
         slot = grant.slot
         try:
             if slot is None:
-                container = self.backend.create(self._request(spec.kind, spec.image, spec.memory_mb, spec.key))
+                container = self._create(spec.kind, spec.image, spec.memory_mb, spec.key)
                 slot = Slot(container, "starting", spec.key, in_flight=1)
-                container.on_exit(self._on_exit)
-                with self._cond:
-                    self._slots[container.id] = slot
+                self._adopt(slot, grant.ticket)
             else:
                 slot.container.logs.discard_pending()
-                self._fit_stem(slot.container, spec.memory_mb * MB)
+                self._fit_stem(slot, spec.memory_mb * MB, grant.ticket)
         except Exception as exc:  # noqa: BLE001 - any start failure is the platform's, reported as such
             log.exception("could not start a container for %s on %s", spec.key, self.node)
-            self._unreserve(grant.reserved)
+            self._unreserve(grant.ticket)
             if slot is not None:
                 self._drop(slot)
             return None, self._failure(INTERNAL_ERROR, f"could not start a container: {exc}", started)
-        self._unreserve(grant.reserved)
         if grant.from_stem:
             self._replenish_stems()
         slot.concurrency = max(1, spec.concurrency)
@@ -426,27 +418,49 @@ class ContainerPool:
             slot.key = spec.key
         return slot, None
 
-    def _fit_stem(self, container: Container, memory_bytes: int) -> None:
+    def _fit_stem(self, slot: Slot, memory_bytes: int, ticket: str | None) -> None:
+        """Give a stem cell the action's memory limit; the ledger follows the limit in force."""
+        container = slot.container
         try:
             container.set_memory_limit(memory_bytes)
         except CgroupError as exc:  # a shrink below usage: keep the larger limit, it is still accounted
             log.info("stem cell %s keeps %d bytes: %s", container.id, container.memory_bytes, exc)
+        if ticket:
+            self.ledger.take(ticket, self.node)
+        self.ledger.hold(slot.holder, self.node, container.memory_bytes, force=True)
 
-    def _request(self, kind: str, image: str | None, memory_mb: int, key: str | None) -> ContainerRequest:
+    def _create(self, kind: str, image: str | None, memory_mb: int, key: str | None) -> Container:
         limits = limits_for(memory_mb, self.user_memory_mb, self.settings.user_cpus, self.settings.pids_max)
         labels = {"owx.node": self.node, "owx.action": key or "", "owx.kind": kind, "owx.pool": self.cgroup_parent}
-        return ContainerRequest(self.node, self.cgroup_parent, kind, image, limits, labels)
+        request = ContainerRequest(self.node, self.cgroup_parent, kind, image, limits, labels)
+        return self.backend_for(kind).create(request)
+
+    def _adopt(self, slot: Slot, ticket: str | None) -> None:
+        """A new container joins the pool: it holds its memory under its own name from now on."""
+        container = slot.container
+        if ticket:
+            self.ledger.take(ticket, self.node)
+        self.ledger.hold(slot.holder, self.node, container.memory_bytes, force=True)
+        container.on_exit(self._on_exit)
+        with self._cond:
+            self._slots[container.id] = slot
+        info = self._info(slot)
+        for listener in self._start_listeners:
+            try:
+                listener(info)
+            except Exception:
+                log.exception("start listener failed for %s", container.id)
 
     def _evict(self, grant: _Grant) -> None:
         for victim in grant.victims:
-            victim.container.destroy()
-            self._unreserve(victim.memory_bytes)
-
-    def _unreserve(self, amount: int) -> None:
-        if amount:
+            freed = self._destroy(victim)
             with self._cond:
-                self._reserved -= amount
+                self._evicting -= freed
                 self._cond.notify_all()
+
+    def _unreserve(self, ticket: str | None) -> None:
+        if ticket:
+            self.ledger.release(ticket)
 
     # -- running -----------------------------------------------------------------------
     def _run_on(self, slot: Slot, spec: ActionSpec, request: RunRequest, started: float) -> RunOutcome:
@@ -514,7 +528,12 @@ class ContainerPool:
             if self._slots.get(slot.container.id) is slot:
                 del self._slots[slot.container.id]
             self._cond.notify_all()
+        self._destroy(slot)
+
+    def _destroy(self, slot: Slot) -> int:
+        """Destroy a container the pool no longer lists; then its memory is free. The bytes freed."""
         slot.container.destroy()
+        return self.ledger.release(slot.holder)
 
     # -- deaths, stem cells, idle eviction -------------------------------------------
     def _on_exit(self, container: Container, reason: DeathReason, code: int | None) -> None:
@@ -531,49 +550,61 @@ class ContainerPool:
             except Exception:
                 log.exception("death listener failed for %s", container.id)
         if slot is not None and slot.in_flight == 0:
-            container.destroy()
+            self._destroy(slot)
             self._replenish_stems()
 
-    def _stem_wanted(self) -> bool:
+    def _stem_wanted(self) -> str | None:
+        """Hold memory for one more stem cell if the pool wants one and has room; the hold's name."""
         with self._cond:
             if self._closed or self._lost or self._queue:
-                return False
+                return None
             stems = sum(1 for s in self._slots.values() if s.state == "stem") + self._stems_starting
-            room = self.budget_bytes - self._used() >= self.settings.stem_memory_mb * MB
-            if stems >= self.stem_target or not room:
-                return False
+            if stems >= self.stem_target:
+                return None
+            ticket = f"starting:{self.node}:{next(_tickets)}"
+            if not self.ledger.hold(ticket, self.node, self.settings.stem_memory_mb * MB):
+                return None
             self._stems_starting += 1
-            self._reserved += self.settings.stem_memory_mb * MB
-            return True
+            return ticket
 
-    def _make_stem(self) -> bool:
-        """Create one stem cell whose memory ``_stem_wanted`` reserved; False if that failed."""
+    def _make_stem(self, ticket: str) -> bool:
+        """Create one stem cell whose memory ``_stem_wanted`` held; False if that failed."""
         try:
-            container = self.backend.create(self._request(STEM_KIND, None, self.settings.stem_memory_mb, None))
+            container = self._create(STEM_KIND, None, self.settings.stem_memory_mb, None)
         except Exception:  # noqa: BLE001 - a missing stem cell only costs a cold start later
             log.exception("could not start a stem cell on %s", self.node)
             container = None
         with self._cond:
             self._stems_starting -= 1
-            self._reserved -= self.settings.stem_memory_mb * MB
             keep = container is not None and not (self._closed or self._lost)
-            if keep:
-                self._slots[container.id] = Slot(container, "stem", None)
-                container.on_exit(self._on_exit)
-            self._cond.notify_all()
-        if container is not None and not keep:
+        if container is None:
+            self.ledger.release(ticket)
+        elif keep:
+            self._adopt(Slot(container, "stem", None), ticket)
+        else:
+            self.ledger.release(ticket)
             container.destroy()
+        with self._cond:
+            self._cond.notify_all()
         return container is not None
 
     def _replenish_stems(self) -> None:
-        if self._stem_wanted():
-            threading.Thread(target=self._replenish_loop, name=f"owx-pool-{self.node}-stem", daemon=True).start()
+        ticket = self._stem_wanted()
+        if ticket is not None:
+            threading.Thread(target=self._replenish_loop, args=(ticket,), name=f"owx-pool-{self.node}-stem",
+                             daemon=True).start()
 
-    def _replenish_loop(self) -> None:
-        self._make_stem()
+    def _replenish_loop(self, ticket: str) -> None:
+        self._make_stem(ticket)
         self.start_stem_cells()
 
+    def _ledger_changed(self) -> None:
+        with self._cond:
+            self._cond.notify_all()  # waiting requests look again; the reaper sheds an overcommit
+
     def _reap_idle(self) -> None:
+        """Remove idle warm containers after ``idle_evict_s``, and idle ones of any age while others'
+        forced holds keep the node over its budget."""
         period = min(1.0, self.idle_evict_s / 4)
         while True:
             with self._cond:
@@ -582,12 +613,19 @@ class ContainerPool:
                     return
                 cutoff = time.monotonic() - self.idle_evict_s
                 stale = [s for s in self._slots.values() if s.state == "warm" and s.idle and s.last_used < cutoff]
+                over = -(self.ledger.free(self.node) + self._evicting)
+                for slot in sorted((s for s in self._slots.values() if self._evictable(s) and s not in stale),
+                                   key=lambda s: (s.state == "stem", s.last_used)):
+                    if over <= 0:
+                        break
+                    stale.append(slot)
+                    over -= self.ledger.held(slot.holder)
                 for slot in stale:
                     del self._slots[slot.container.id]
                 if stale:
                     self._cond.notify_all()
             for slot in stale:
-                slot.container.destroy()
+                self._destroy(slot)
 
     def _info(self, slot: Slot) -> ContainerInfo:
         container = slot.container
@@ -597,7 +635,7 @@ class ContainerPool:
             backend=container.backend_name,
             state=slot.state,
             action_key=slot.key,
-            memory_bytes=container.memory_bytes,
+            memory_bytes=self.ledger.held(slot.holder) or container.memory_bytes,
             cgroup=container.cgroup.relpath,
             pid=container.pid,
             in_flight=slot.in_flight,

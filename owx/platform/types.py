@@ -1,4 +1,4 @@
-"""What flows between the invocation pipeline and the container pool."""
+"""What flows between the gateway, the extensions and a platform: typed values, no behaviour."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ LOG_TRUNCATED_MESSAGE = "Logs were truncated because the total bytes size exceed
 
 @dataclass(frozen=True, slots=True)
 class ActionSpec:
-    """Everything the pool needs to find or make a container for an action.
+    """Everything a platform needs to find or make a container for an action.
 
     ``key`` identifies code + kind + memory (``namespace/[pkg/]name@revision``): two
     specs with the same key may share warm containers.
@@ -54,6 +54,7 @@ class RunRequest:
     deadline_ms: int  # epoch milliseconds
     api_key: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. canary function id, store location
+    reservation: str | None = None  # a ledger holder whose memory this activation's new container may take
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -113,7 +114,7 @@ class ContainerDeath:
 
 @dataclass(frozen=True, slots=True)
 class ContainerInfo:
-    """One container of a pool, as the Escra agent and Canary see it."""
+    """One container of a platform, as the extensions see it."""
 
     id: str
     node: str
@@ -124,3 +125,34 @@ class ContainerInfo:
     cgroup: str  # path relative to each cgroup hierarchy root
     pid: int | None
     in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One node (an invoker's worth of containers) of a platform."""
+
+    name: str
+    alive: bool
+    budget_bytes: int  # memory its containers may hold together (OpenWhisk's userMemory)
+    cgroup_parent: str | None  # where its containers' cgroups live on this machine; None: not on this machine
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    """What a running container uses now, from its cgroup."""
+
+    memory_bytes: int
+    memory_limit_bytes: int
+    memory_peak_bytes: int
+    cpu_usage_ns: int
+    cpu_quota_us: int  # -1: unlimited
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformLimits:
+    """The largest action a platform can run, and how much runs at once."""
+
+    max_action_memory_bytes: int  # the largest node budget: a bigger action never starts
+    total_memory_bytes: int  # every live node's budget together
+    nodes: int

@@ -1,0 +1,35 @@
+"""Canary as a gateway extension: route stateful actions, queue their admission, serve the tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from owx.canary import api
+from owx.canary.commits import ResultLedger
+from owx.canary.core import CanaryCore
+from owx.canary.store_location import StoreLocation
+from owx.canary.tables import CoreTables
+
+if TYPE_CHECKING:
+    from owx.gateway.service import Gateway
+
+
+class CanaryExtension:
+    """Actions annotated ``canary`` run through :class:`CanaryCore`; the rest stay plain OpenWhisk."""
+
+    name = "canary"
+
+    def __init__(self) -> None:
+        self.core: CanaryCore | None = None
+
+    def init_app(self, gateway: Gateway) -> None:
+        settings = gateway.settings
+        store = StoreLocation(settings, settings.canary)
+        self.core = CanaryCore(gateway.platform, CoreTables(gateway.entities), ResultLedger(gateway.entities),
+                               settings.canary, store, gateway.throttle.pump)
+        gateway.invoker.route(self.core.accepts, self.core, self.core.gate)
+        gateway.blueprints.append(api.register)
+
+    def close(self) -> None:
+        if self.core is not None:
+            self.core.close()

@@ -1,0 +1,23 @@
+"""Canary's settings: where checkpoints go, how long replicas linger, how failures are read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class CanarySettings(BaseModel):
+    """Canary's settings (``OWX_CANARY__<FIELD>``)."""
+
+    store_url: str | None = Field(
+        None, description="checkpoint store URL; default: SQLite + blob directory under the data dir"
+    )
+    store_dir: Path | None = Field(
+        None, description="directory of the default store (must be reachable by the action user)"
+    )
+    failure_window: int = Field(50, ge=5, description="recent function outcomes the dynamic strategy looks at")
+    replica_linger_s: float = Field(
+        10.0, ge=0, description="how long replicas of a runtime outlive its last active function"
+    )
+    death_wait_s: float = Field(0.5, gt=0, description="how long recovery waits for the death notice of a container")

@@ -1,0 +1,51 @@
+"""Escra as a gateway extension (``OWX_ESCRA__ENABLED=true``): one allocator and agent per embedded node.
+
+Each node's budget (userMemory) is the global memory limit Escra shares out, and every resize
+Escra makes is written to the platform's memory ledger, so pools neither over-admit nor waste
+what Escra reclaimed. On a platform whose containers are not on this machine (an upstream
+OpenWhisk: ``platform.resources is None``) nothing runs here: ``owx agent`` runs on each invoker
+node instead and manages the containers OpenWhisk's invoker made there.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from owx.escra_agent.embed import EmbeddedEscra, embed_escra
+from owx.platform.ledger import NodeLedger
+
+if TYPE_CHECKING:
+    from owx.gateway.service import Gateway
+
+log = logging.getLogger(__name__)
+
+
+class EscraExtension:
+    """Starts Escra over every node of an embedded platform when enabled."""
+
+    name = "escra"
+
+    def __init__(self) -> None:
+        self.handles: list[EmbeddedEscra] = []
+
+    def init_app(self, gateway: Gateway) -> None:
+        settings = gateway.settings
+        if not settings.escra.enabled:
+            return
+        platform = gateway.platform
+        if platform.resources is None:
+            log.warning("escra: the %s platform's containers are not on this machine; run `owx agent` on its nodes",
+                        platform.name)
+            return
+        for node in platform.nodes():
+            if node.cgroup_parent is None:
+                continue
+            self.handles.append(embed_escra(
+                NodeLedger(platform.ledger, node.name), node=node.name, cgroup_root=settings.platform.cgroup_root,
+                memory_bytes=node.budget_bytes, app=f"owx-{node.name}", params=settings.escra.allocator))
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.stop()
+        self.handles.clear()

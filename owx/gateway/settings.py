@@ -1,0 +1,56 @@
+"""Settings of the REST service and of the limits it grants actions (``OWX_GATEWAY__*``, ``OWX_LIMITS__*``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+
+
+class Bound(BaseModel):
+    """An inclusive range with a default inside it."""
+
+    min: int
+    max: int
+    default: int
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Bound":
+        if not self.min <= self.default <= self.max:
+            raise ValueError(f"bound needs min <= default <= max, got {self.min}/{self.default}/{self.max}")
+        return self
+
+
+class ActionLimits(BaseModel):
+    """What an action may ask for (OpenWhisk's defaults; raise ``memory_mb.max`` for deep learning).
+
+    ``OWX_LIMITS__MEMORY_MB__MAX=4096`` alone raises the maximum; fields not given keep their defaults.
+    """
+
+    timeout_ms: Bound = Bound(min=100, max=300_000, default=60_000)
+    memory_mb: Bound = Bound(min=128, max=512, default=256)
+    logs_mb: Bound = Bound(min=0, max=10, default=10)
+    concurrency: Bound = Bound(min=1, max=500, default=1)
+
+    @field_validator("timeout_ms", "memory_mb", "logs_mb", "concurrency", mode="before")
+    @classmethod
+    def _partial_bound(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, dict):
+            default: Bound = cls.model_fields[info.field_name].default  # type: ignore[index]
+            return {**default.model_dump(), **value}
+        return value
+
+
+class GatewaySettings(BaseModel):
+    """The REST service: where it listens, its stores, and OpenWhisk's per-namespace throttles."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(3233, ge=0, le=65535)
+    store: Literal["sqlite", "couchdb"] = "sqlite"
+    couchdb_url: str = "http://127.0.0.1:5984"
+    couchdb_prefix: str = "owx_"
+    default_namespace: str = "guest"
+    blocking_wait_s: float = Field(60.0, gt=0, description="a blocking invoke answers 202 after this")
+    max_payload_bytes: int = Field(1024 * 1024, gt=0)
+    invocations_per_minute: int = Field(6000, ge=1)
+    concurrent_invocations: int = Field(500, ge=1)

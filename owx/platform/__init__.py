@@ -1,0 +1,28 @@
+"""Where activations run: one typed interface (:mod:`.interface`), three implementations.
+
+``embedded`` and ``docker`` are container pools on this machine (:mod:`.embedded`);
+``openwhisk`` forwards every activation to an upstream OpenWhisk through its REST API
+(:mod:`.openwhisk`). :func:`open_platform` builds the one the settings name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from owx.platform.interface import Platform
+
+if TYPE_CHECKING:
+    from owx.settings import Settings
+
+__all__ = ["Platform", "open_platform"]
+
+
+def open_platform(settings: Settings) -> Platform:
+    """The platform ``settings.platform.kind`` names, started."""
+    if settings.platform.kind == "openwhisk":
+        from owx.platform.openwhisk.platform import OpenWhiskPlatform
+
+        return OpenWhiskPlatform(settings.upstream, settings.limits)
+    from owx.platform.embedded.platform import EmbeddedPlatform
+
+    return EmbeddedPlatform(settings.platform)

@@ -1,0 +1,125 @@
+"""The embedded platform: ``settings.nodes`` container pools on this machine, and placement across them."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from owx.common.cgroups import Cgroup, CgroupError
+from owx.platform.embedded.backends import Backends
+from owx.platform.embedded.node import Node
+from owx.platform.interface import ContainerListener, Platform, PlatformUnavailable
+from owx.platform.ledger import MemoryLedger
+from owx.platform.settings import PlatformSettings
+from owx.platform.types import (
+    INTERNAL_ERROR,
+    ActionSpec,
+    ContainerInfo,
+    ContainerUsage,
+    NodeInfo,
+    RunOutcome,
+    RunRequest,
+)
+
+
+class EmbeddedPlatform(Platform):
+    """Nodes of container pools sharing the backends; every container is reachable from here."""
+
+    name: ClassVar[str] = "embedded"
+
+    def __init__(self, settings: PlatformSettings) -> None:
+        self.settings = settings
+        self.backends = Backends(settings, docker_only=settings.kind == "docker")
+        self.ledger = MemoryLedger()
+        self.replicas = self
+        self.resources = self
+        self._nodes: dict[str, Node] = {}
+        try:
+            for index in range(settings.nodes):
+                name = f"node{index}"
+                self._nodes[name] = Node(name, self.backends.for_kind, self.ledger, settings,
+                                         self.backends.default_name)
+            for node in self._nodes.values():
+                node.pool.start_stem_cells()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- Platform ---------------------------------------------------------------------------
+    def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,
+            claim: str | None = None) -> RunOutcome:
+        """Run one activation on ``node``, else on the node that has it warm, else the least loaded."""
+        target = self._nodes.get(node) if node is not None else self._place(spec)
+        if target is None or not target.alive:
+            where = f"node {node} is lost" if node is not None else "no live node to run the action"
+            return RunOutcome(INTERNAL_ERROR, {"error": where}, [], 0, 0, node=node or "")
+        return target.pool.run(spec, request, claim=claim)
+
+    def nodes(self) -> list[NodeInfo]:
+        return [node.info() for node in self._nodes.values()]
+
+    def warm_nodes(self, spec: ActionSpec) -> list[str]:
+        return [name for name, node in self._nodes.items() if node.alive and node.pool.has_idle_warm(spec.key)]
+
+    def subscribe(self, listener: ContainerListener) -> None:
+        for node in self._nodes.values():
+            node.pool.add_start_listener(listener.container_started)
+            node.pool.add_death_listener(listener.container_died)
+
+    def containers(self) -> list[ContainerInfo]:
+        return [info for node in self._nodes.values() for info in node.pool.containers()]
+
+    def unsupported(self, kind: str) -> str | None:
+        """Why actions of ``kind`` cannot run on this platform (None if they can)."""
+        return self.backends.unsupported(kind)
+
+    # -- ReplicaControl ----------------------------------------------------------------------
+    def prewarm(self, spec: ActionSpec, node: str | None = None, wait_s: float = 0.0) -> ContainerInfo:
+        target = self._nodes.get(node) if node is not None else self._place(spec)
+        if target is None or not target.alive:
+            raise PlatformUnavailable("no live node for a replica")
+        return target.pool.prewarm(spec, wait_s)
+
+    def claim(self, spec: ActionSpec, node: str) -> str | None:
+        target = self._nodes.get(node)
+        return target.pool.claim_replica(spec) if target is not None and target.alive else None
+
+    def remove(self, container_id: str) -> bool:
+        return any(node.pool.remove(container_id) for node in self._nodes.values())
+
+    # -- ResourceControl ----------------------------------------------------------------------
+    def resize(self, container_id: str, memory_bytes: int | None = None, cpu_quota_us: int | None = None) -> bool:
+        return any(node.pool.resize(container_id, memory_bytes, cpu_quota_us) for node in self._nodes.values())
+
+    def usage(self, container_id: str) -> ContainerUsage | None:
+        for node in self._nodes.values():
+            container = node.pool.container(container_id)
+            if container is not None:
+                try:
+                    memory, cpu = container.cgroup.memory(), container.cgroup.cpu()
+                    quota, _ = container.cgroup.cpu_quota()
+                except CgroupError:
+                    return None
+                return ContainerUsage(memory.usage, memory.limit, memory.max_usage, cpu.usage_ns, quota)
+        return None
+
+    # -- this machine's nodes (tests and benchmarks kill and revive them) ------------------------
+    def node(self, name: str) -> Node:
+        return self._nodes[name]
+
+    def close(self) -> None:
+        for node in self._nodes.values():
+            node.close()
+        self._nodes.clear()
+        root = Cgroup(self.settings.cgroup_root)
+        if root.exists() and not root.children():  # the root may be shared with other owx processes
+            try:
+                root.destroy()
+            except CgroupError:
+                pass
+        self.backends.close()
+
+    def _place(self, spec: ActionSpec) -> Node | None:
+        live = [node for node in self._nodes.values() if node.alive]
+        warm = [node for node in live if node.pool.has_idle_warm(spec.key)]
+        return min(warm or live, key=Node.load, default=None)
+

@@ -1,0 +1,120 @@
+"""The platform interface: what the gateway and the extensions may ask of where activations run.
+
+Every platform runs activations, describes its nodes, keeps one :class:`MemoryLedger` and
+tells listeners about its containers. Two abilities are optional and typed as such:
+
+* ``replicas`` (:class:`ReplicaControl`) — start a warm container of an action that takes no
+  traffic, and later run one activation on exactly that container. ``None`` where a client cannot
+  pick a container: OpenWhisk decides placement itself, so Canary keeps replicas warm there with
+  keep-warm activations instead (:meth:`Platform.keep_warm`).
+* ``resources`` (:class:`ResourceControl`) — resize a running container and read its usage.
+  ``None`` where containers are not on this machine (OpenWhisk: Escra runs as ``owx agent`` on
+  the invoker nodes instead).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, Protocol
+
+from owx.platform.ledger import MemoryLedger
+from owx.platform.types import (
+    ActionSpec,
+    ContainerDeath,
+    ContainerInfo,
+    ContainerUsage,
+    NodeInfo,
+    PlatformLimits,
+    RunOutcome,
+    RunRequest,
+)
+
+
+class PlatformUnavailable(RuntimeError):
+    """The platform cannot take this work: closed, node lost, or the action can never fit."""
+
+
+class NoRoom(RuntimeError):
+    """No memory for a replica right now."""
+
+
+class ReplicaFailed(RuntimeError):
+    """A replica could not be started or initialised."""
+
+
+class ContainerListener(Protocol):
+    """Told about containers as they come and go (calls arrive on a platform thread)."""
+
+    def container_started(self, info: ContainerInfo) -> None: ...
+
+    def container_died(self, death: ContainerDeath) -> None:
+        """A container stopped without being asked to: crashed, OOM-killed, timed out, node lost."""
+
+
+class ReplicaControl(Protocol):
+    """Warm containers kept aside for one action, and runs pinned to one of them."""
+
+    def prewarm(self, spec: ActionSpec, node: str | None = None, wait_s: float = 0.0) -> ContainerInfo:
+        """Start and initialise a replica of ``spec`` on ``node`` (default: the least loaded);
+        raises :class:`NoRoom` or :class:`ReplicaFailed`."""
+
+    def claim(self, spec: ActionSpec, node: str) -> str | None:
+        """Take a live replica of ``spec`` on ``node`` for one run (``run(claim=...)``); its id or None."""
+
+    def remove(self, container_id: str) -> bool:
+        """Destroy a replica that is no longer needed; False if unknown."""
+
+
+class ResourceControl(Protocol):
+    """Resizing running containers and reading their usage."""
+
+    def resize(self, container_id: str, memory_bytes: int | None = None, cpu_quota_us: int | None = None) -> bool:
+        """Apply new limits (memory also in the ledger); False if the container is unknown."""
+
+    def usage(self, container_id: str) -> ContainerUsage | None: ...
+
+
+class Platform(ABC):
+    """Where activations run. One per gateway, built from the settings by :func:`owx.platform.open_platform`."""
+
+    name: ClassVar[str]
+    ledger: MemoryLedger
+    replicas: ReplicaControl | None = None
+    resources: ResourceControl | None = None
+
+    @abstractmethod
+    def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,
+            claim: str | None = None) -> RunOutcome:
+        """Run one activation to its outcome (never raises for action failures). ``node`` pins the
+        node (Canary's placement), ``claim`` a replica taken with ``replicas.claim``."""
+
+    @abstractmethod
+    def nodes(self) -> list[NodeInfo]: ...
+
+    @abstractmethod
+    def warm_nodes(self, spec: ActionSpec) -> list[str]:
+        """Nodes holding an idle warm container of ``spec`` (where it would start fastest)."""
+
+    @abstractmethod
+    def subscribe(self, listener: ContainerListener) -> None: ...
+
+    @abstractmethod
+    def containers(self) -> list[ContainerInfo]: ...
+
+    def unsupported(self, kind: str) -> str | None:
+        """Why actions of ``kind`` cannot run on this platform (None if they can)."""
+        return None
+
+    def keep_warm(self, spec: ActionSpec) -> None:
+        """Keep at least one container of ``spec`` warm somewhere (platforms without ``replicas``)."""
+
+    def limits(self) -> PlatformLimits:
+        budgets = [node.budget_bytes for node in self.nodes() if node.alive]
+        return PlatformLimits(max(budgets, default=0), sum(budgets), len(budgets))
+
+    def live_nodes(self) -> list[str]:
+        return [node.name for node in self.nodes() if node.alive]
+
+    @abstractmethod
+    def close(self) -> None:
+        """Destroy every container, thread and cgroup the platform made."""

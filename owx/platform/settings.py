@@ -1,0 +1,63 @@
+"""Settings of the platform: where activations run (``OWX_PLATFORM__<FIELD>``, ``OWX_UPSTREAM__<FIELD>``)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal
+
+from pydantic import BaseModel, Field, HttpUrl, field_validator
+
+PlatformKind = Literal["embedded", "docker", "openwhisk"]
+
+
+class PlatformSettings(BaseModel):
+    """The embedded platform's nodes, pools and runtimes (``kind`` picks the platform)."""
+
+    kind: PlatformKind = Field(
+        "embedded", description="embedded: Python kinds as sandboxed processes, blackbox in Docker when it is there; "
+        "docker: every action in Docker; openwhisk: an upstream OpenWhisk (see upstream)")
+    nodes: int = Field(1, ge=1, description="invoker pools on this machine, each with its own cgroup parent")
+    user_memory_mb: int = Field(2048, ge=128, description="memory budget of each node's container pool")
+    stem_cells: int = Field(2, ge=0, description="prewarmed python containers per node")
+    stem_memory_mb: int = Field(256, ge=128, description="memory of a prewarmed stem cell (OpenWhisk's prewarm)")
+    idle_evict_s: float = Field(600.0, gt=0, description="idle warm containers are removed after this")
+    cgroup_root: str = Field("owx", description="cgroup under which every node's containers live")
+    action_user: str = Field("nobody", description="user actions run as (when it can run the interpreter)")
+    runtime_image: str = Field("owx/python-runtime:latest", description="image of Python kinds on Docker")
+    runtime_python: str = Field(sys.executable, description="interpreter of the process backend's runtimes")
+    zygote: bool = Field(True, description="start process runtimes by forking a preloaded runtime process "
+                         "(owx.runtimes.zygote) instead of starting an interpreter each time")
+    zygote_preload: list[str] = Field(
+        ["numpy", "redis", "owx.canary.checkpoint"],
+        description="modules the zygote imports once for every runtime it forks (missing ones are skipped)",
+    )
+    user_cpus: float | None = Field(
+        None, gt=0,
+        description="CPUs shared by a node's containers; when set, each container gets a CFS quota of "
+        "user_cpus * memory / user_memory (OpenWhisk's userCpus). Unset: shares only, as OpenWhisk's default.",
+    )
+    pids_max: int = Field(1024, ge=16, description="pids limit of each container")
+    sentinel_wait_s: float = Field(2.0, gt=0, description="how long to wait for log sentinels after a run")
+
+
+class UpstreamSettings(BaseModel):
+    """The OpenWhisk that runs every activation when ``platform.kind`` is ``openwhisk``."""
+
+    url: HttpUrl | None = Field(None, description="the upstream API host, e.g. https://openwhisk.example:443")
+    auth: str | None = Field(None, description="uuid:key of the upstream namespace owx deploys into")
+    insecure: bool = Field(False, description="accept a self-signed upstream certificate")
+    namespace: str = Field("_", description="the upstream namespace (_ = the auth key's own)")
+    prefix: str = Field("owx", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$",
+                        description="first part of every package owx creates upstream")
+    user_memory_mb: int = Field(
+        2048, ge=128, description="memory the upstream's invokers give owx's actions in all (its userMemory); "
+        "Canary's gang admission plans against it")
+    timeout_s: float = Field(10.0, gt=0, description="time allowed for one upstream API call (not the activation)")
+    poll_s: float = Field(0.05, gt=0, description="first interval between polls for a non-blocking result")
+
+    @field_validator("auth")
+    @classmethod
+    def _uuid_key(cls, value: str | None) -> str | None:
+        if value is not None and (":" not in value or not all(value.split(":", 1))):
+            raise ValueError("upstream auth must be uuid:key")
+        return value
