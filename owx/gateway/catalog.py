@@ -111,6 +111,8 @@ class Catalog:
         except Conflict:
             raise ApiError(409, errors.CONFLICT if current else errors.ALREADY_EXISTS) from None
         self._forget(path)
+        if current is not None:
+            self.platform.forget(str(path))
         return self._present(saved)
 
     def _merge_action(self, path: EntityPath, body: ActionBody, current: dict[str, Any] | None) -> dict[str, Any]:
@@ -189,6 +191,7 @@ class Catalog:
         if entity is None or not self.store.delete(path.namespace, ACTIONS, path.relative, entity.rev):
             raise not_found()
         self._forget(path)
+        self.platform.forget(str(path))
         return self._present(entity)
 
     def resolve(self, path: EntityPath) -> ResolvedAction:
@@ -290,6 +293,7 @@ class Catalog:
             raise ApiError(409, errors.PACKAGE_NOT_EMPTY.format(count=len(contents), entities=entities))
         for action in contents:
             self.store.delete(namespace, ACTIONS, action.name, action.rev)
+            self.platform.forget(f"{namespace}/{action.name}")
         self.store.delete(namespace, PACKAGES, name, entity.rev)
         self._forget(EntityPath(namespace, "*", name))
         return self._present(entity)

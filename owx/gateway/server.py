@@ -23,6 +23,8 @@ class GatewayServer:
         self._server = create_server(create_app(gateway), host=host, port=port, threads=WSGI_THREADS,
                                      connection_limit=1000, channel_timeout=300, ident="owx")
         self._closing = False
+        if gateway.invoker.api_host is None:
+            gateway.invoker.api_host = f"http://{host}:{self.port}"
 
     @property
     def port(self) -> int:

@@ -46,6 +46,8 @@ class GatewaySettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(3233, ge=0, le=65535)
+    public_url: str | None = Field(None, description="where clients and actions reach the gateway "
+                                   "(default http://HOST:PORT); actions get it as __OW_API_HOST")
     store: Literal["sqlite", "couchdb"] = "sqlite"
     couchdb_url: str = "http://127.0.0.1:5984"
     couchdb_prefix: str = "owx_"

@@ -22,7 +22,7 @@ def open_platform(settings: Settings) -> Platform:
     if settings.platform.kind == "openwhisk":
         from owx.platform.openwhisk.platform import OpenWhiskPlatform
 
-        return OpenWhiskPlatform(settings.upstream, settings.limits)
+        return OpenWhiskPlatform(settings.upstream)
     from owx.platform.embedded.platform import EmbeddedPlatform
 
     return EmbeddedPlatform(settings.platform)

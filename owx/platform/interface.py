@@ -34,6 +34,16 @@ class PlatformUnavailable(RuntimeError):
     """The platform cannot take this work: closed, node lost, or the action can never fit."""
 
 
+class PlatformError(RuntimeError):
+    """The platform could not run an activation at all (not the action's failure): an upstream that
+    is unreachable, throttles, or refuses owx's key. ``status`` is what the caller is answered
+    (OpenWhisk's codes: 502, 503, 429); the activation is recorded as a whisk internal error."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class NoRoom(RuntimeError):
     """No memory for a replica right now."""
 
@@ -107,6 +117,10 @@ class Platform(ABC):
 
     def keep_warm(self, spec: ActionSpec) -> None:
         """Keep at least one container of ``spec`` warm somewhere (platforms without ``replicas``)."""
+
+    def forget(self, path: str) -> None:
+        """The action at ``namespace/[pkg/]name`` was updated or deleted: drop what was made for its
+        earlier revisions (deployments, idle containers)."""
 
     def limits(self) -> PlatformLimits:
         budgets = [node.budget_bytes for node in self.nodes() if node.alive]

@@ -53,6 +53,7 @@ class RunRequest:
     transaction_id: str
     deadline_ms: int  # epoch milliseconds
     api_key: str | None = None
+    api_host: str | None = None  # where the action reaches the gateway (owx's SDK, Canary's client)
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. canary function id, store location
     reservation: str | None = None  # a ledger holder whose memory this activation's new container may take
 
@@ -67,6 +68,8 @@ class RunRequest:
         }
         if self.api_key:
             body["api_key"] = self.api_key
+        if self.api_host:
+            body["api_host"] = self.api_host
         body.update(self.extra_env)
         return body
 

@@ -23,6 +23,14 @@ Request bodies are checked by hand rather than with pydantic: this module runs
 in images that only have the standard library.
 After every ``/run``, whatever its outcome, and after a failed init (whose logs
 also matter) the sentinel line is written to stdout and stderr, both flushed.
+
+Behind an upstream OpenWhisk, which hands a runtime nothing per activation but its
+input, owx puts what it needs into the input under the reserved key ``__owx`` (a wrapping
+gateway always replaces what a caller put there): activation fields that become ``__OW_*``
+variables (the caller's own key and namespace, Canary's function id and store),
+``keep_warm`` (answer at once, run nothing: the container stays warm) and
+``report_memory`` (write the container's peak memory as one log line,
+``MEMORY_REPORT_PREFIX`` and bytes, before the sentinel).
 """
 
 from __future__ import annotations
@@ -42,6 +50,10 @@ if TYPE_CHECKING:
     from .action_loader import Action
 
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
+RESERVED = "__owx"
+RESERVED_FIELDS = frozenset({"api_key", "api_host", "namespace", "action_name", "activation_id", "transaction_id",
+                             "deadline", "canary_function_id", "canary_store", "canary_interval"})
+MEMORY_REPORT_PREFIX = "owx.memory-peak-bytes: "
 
 NOT_A_RESULT = "The action did not return a dictionary or array."
 NOT_AN_ARGUMENT = "The action did not receive a dictionary or array as an argument."
@@ -110,6 +122,11 @@ class ActionProxy:
             value = {}
         if not isinstance(value, (dict, list)):
             return _error(400, NOT_AN_ARGUMENT)
+        options = value.pop(RESERVED, None) if isinstance(value, dict) else None
+        options = options if isinstance(options, dict) else {}
+        if options.get("keep_warm"):
+            return 200, b'{"warm":true}'
+        message.update((key, item) for key, item in options.items() if key in RESERVED_FIELDS)
         action = self._action
         if action is None:
             return _error(500, "no action defined yet")
@@ -122,6 +139,33 @@ class ActionProxy:
         except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the action is its result
             print_traceback()
             return _error(502, f"{type(error).__name__}: {error}")
+        finally:
+            if options.get("report_memory"):
+                print(MEMORY_REPORT_PREFIX + str(memory_peak()), file=sys.stderr)
+
+
+def memory_peak() -> int:
+    """The peak memory of this runtime's container: its memory cgroup's high-water mark (v1 or v2),
+    else the peak resident size of this process and its children."""
+    for line in _read("/proc/self/cgroup").splitlines():
+        _, controllers, path = line.split(":", 2)
+        for directory, name in ((f"/sys/fs/cgroup/memory{path}", "memory.max_usage_in_bytes"),
+                                ("/sys/fs/cgroup/memory", "memory.max_usage_in_bytes"),
+                                (f"/sys/fs/cgroup{path}", "memory.peak"), ("/sys/fs/cgroup", "memory.peak")):
+            if ("memory" in controllers.split(",") or controllers == "") and _read(f"{directory}/{name}").strip():
+                return int(_read(f"{directory}/{name}"))
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (own.ru_maxrss + children.ru_maxrss) * 1024
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:

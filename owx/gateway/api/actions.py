@@ -11,7 +11,6 @@ from owx.gateway.api.request_args import caller, flag, gateway, json_object, mod
 from owx.gateway.errors import ApiError
 from owx.gateway.models import ActionBody
 from owx.gateway.names import check_name, parse_relative
-from owx.platform.types import INTERNAL_ERROR, SUCCESS
 
 blueprint = Blueprint("actions", __name__, url_prefix="/api/v1/namespaces/<ns>/actions")
 ACTIVATION_HEADER = "x-openwhisk-activation-id"
@@ -71,9 +70,8 @@ def invoke(ns: str, name: str):
     if not blocking:
         return jsonify(activationId=invocation.activation_id), 202, headers
     try:
-        record = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s)
+        done = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s)
     except FutureTimeout:
         return jsonify(activationId=invocation.activation_id), 202, headers
-    status = record["response"]["status"]
-    code = 200 if status == SUCCESS else 500 if status == INTERNAL_ERROR else 502
-    return jsonify(record["response"]["result"] if result_only else record), code, headers
+    record = done.record
+    return jsonify(record["response"]["result"] if result_only else record), done.status, headers

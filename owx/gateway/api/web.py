@@ -94,7 +94,7 @@ def web_action(ns: str, package: str, rest: str):
                                                                     extra_path))
     headers = {ACTIVATION_HEADER: invocation.activation_id}
     try:
-        record = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s)
+        record = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s).record
     except FutureTimeout:
         return jsonify(activationId=invocation.activation_id), 202, headers
     status, result = record["response"]["status"], record["response"]["result"]

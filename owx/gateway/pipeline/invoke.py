@@ -16,7 +16,8 @@ from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.stores import ActivationStore
-from owx.platform.types import INTERNAL_ERROR, ActionSpec, RunOutcome, RunRequest
+from owx.platform.interface import PlatformError
+from owx.platform.types import INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
 from owx.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,28 @@ Gate = Callable[[ResolvedAction, list[str]], bool]
 
 
 @dataclass(frozen=True)
+class Completion:
+    """A stored activation record and the status OpenWhisk answers a blocking invoke of it with."""
+
+    record: dict[str, Any]
+    status: int
+
+    @classmethod
+    def of(cls, record: dict[str, Any], platform_status: int | None = None) -> "Completion":
+        """200 for a success, 502 for the action's errors, 500 for owx's own; ``platform_status`` when
+        the platform could not run the activation at all (an upstream that is down: 503, ...)."""
+        outcome = record["response"]["status"]
+        status = 200 if outcome == SUCCESS else 500 if outcome == INTERNAL_ERROR else 502
+        return cls(record, platform_status or status)
+
+
+@dataclass(frozen=True)
 class Invocation:
     activation_id: str
-    future: Future[dict[str, Any]]
+    future: Future[Completion]
 
 
-def _copy_result(outer: Future[dict[str, Any]], inner: Future[dict[str, Any]]) -> None:
+def _copy_result(outer: Future[Completion], inner: Future[Completion]) -> None:
     if inner.exception() is not None:
         outer.set_exception(inner.exception())  # type: ignore[arg-type]
     else:
@@ -81,6 +98,7 @@ class Invoker:
         self.runner = runner
         self.throttle = throttle
         self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner, Gate | None]] = []
+        self.api_host: str | None = settings.gateway.public_url  # set by the server once it listens
         self._executor = ThreadPoolExecutor(settings.gateway.concurrent_invocations, thread_name_prefix="invoke")
 
     def close(self) -> None:
@@ -134,7 +152,7 @@ class Invoker:
         self.throttle.enqueue(identity.namespace, len(ids), admitted, reserve)
         return invocations
 
-    def _admitted_run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> dict:
+    def _admitted_run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> Completion:
         try:
             return self.execute(identity, resolved, args, aid)
         finally:
@@ -149,19 +167,20 @@ class Invoker:
     def execute(
         self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], activation_id: str,
         cause: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Completion:
         """Run one activation to its stored record (synchronously)."""
+        platform_status = None
         if resolved.kind == "sequence":
             record = self._sequence(identity, resolved, args, activation_id, cause)
         else:
-            outcome = self._run(identity, resolved, args, activation_id)
+            outcome, platform_status = self._run(identity, resolved, args, activation_id)
             record = records.activation(
                 activation_id=activation_id, namespace=identity.namespace, action=resolved.doc,
                 path=str(resolved.path), outcome=outcome, max_result_bytes=self.settings.gateway.max_payload_bytes,
                 cause=cause, extra_annotations=outcome.annotations,
             )
         self.activations.put(record)
-        return record
+        return Completion.of(record, platform_status)
 
     def _route(self, resolved: ResolvedAction) -> tuple[Runner, Gate | None]:
         for accepts, runner, gate in self.runners_by_annotation:
@@ -169,7 +188,9 @@ class Invoker:
                 return runner, gate
         return self.runner, None
 
-    def _run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> RunOutcome:
+    def _run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any],
+             aid: str) -> tuple[RunOutcome, int | None]:
+        """The activation's outcome, and the status to answer when the platform could not run it."""
         spec = action_spec(resolved)
         now_ms = int(time.time() * 1000)
         request = RunRequest(
@@ -180,13 +201,18 @@ class Invoker:
             transaction_id=aid,
             deadline_ms=now_ms + spec.timeout_ms,
             api_key=identity.auth if annotation(resolved.doc, "provide-api-key") else None,
+            api_host=self.api_host,
         )
         try:
-            return self._route(resolved)[0].run(spec, request)
+            return self._route(resolved)[0].run(spec, request), None
+        except PlatformError as exc:  # an upstream that is away, throttles or refuses owx's key
+            log.warning("activation %s: %s", aid, exc)
+            end_ms = int(time.time() * 1000)
+            return RunOutcome(INTERNAL_ERROR, {"error": str(exc)}, [], now_ms, end_ms), exc.status
         except Exception as exc:  # the platform failed, not the action
             log.exception("activation %s failed inside the platform", aid)
             end_ms = int(time.time() * 1000)
-            return RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms, end_ms)
+            return RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms, end_ms), None
 
     def _sequence(
         self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str, cause: str | None
@@ -198,7 +224,7 @@ class Invoker:
         for reference in resolved.doc["exec"]["components"]:
             component = self.catalog.resolve(parse_fqn(reference, identity.namespace))
             child_id = records.new_id()
-            last = self.execute(identity, component, {**component.parameters, **value}, child_id, cause=aid)
+            last = self.execute(identity, component, {**component.parameters, **value}, child_id, cause=aid).record
             component_ids.append(child_id)
             duration += last["duration"]
             if not last["response"]["success"]:

@@ -68,6 +68,10 @@ class EmbeddedPlatform(Platform):
     def containers(self) -> list[ContainerInfo]:
         return [info for node in self._nodes.values() for info in node.pool.containers()]
 
+    def forget(self, path: str) -> None:
+        for node in self._nodes.values():
+            node.pool.forget(path)
+
     def unsupported(self, kind: str) -> str | None:
         """Why actions of ``kind`` cannot run on this platform (None if they can)."""
         return self.backends.unsupported(kind)

@@ -222,6 +222,20 @@ class ContainerPool:
         with self._cond:
             return any(self._free_warm(slot, key) for slot in self._slots.values())
 
+    def forget(self, path: str) -> None:
+        """Destroy the idle warm containers of every revision of the action at ``path`` (busy ones
+        finish their activation and are never reused: their revision is no longer resolved)."""
+        prefix = f"{path}@"
+        with self._cond:
+            stale = [s for s in self._slots.values()
+                     if s.state == "warm" and s.idle and s.key is not None and s.key.startswith(prefix)]
+            for slot in stale:
+                del self._slots[slot.container.id]
+            self._cond.notify_all()
+        if stale:  # off the caller's thread: an update answers before its old containers are gone
+            threading.Thread(target=lambda: [self._destroy(s) for s in stale], daemon=True,
+                             name=f"owx-pool-{self.node}-forget").start()
+
     def remove(self, container_id: str) -> bool:
         """Destroy one container (e.g. a replica no longer needed); False if unknown."""
         with self._cond:

@@ -1,0 +1,159 @@
+"""A client of an upstream OpenWhisk's public REST API: only what the ``openwhisk`` platform needs.
+
+Calls go over one pooled keep-alive session. Failures that are not the action's become
+:class:`PlatformError` with the status owx answers its own caller (OpenWhisk's codes):
+
+========================================  ======  =========================================
+upstream                                  owx     message
+========================================  ======  =========================================
+unreachable (connect, TLS, API timeout)   503     ``The upstream OpenWhisk at URL is unreachable: ...``
+connection broke after the request went   502     :class:`UpstreamLost`: the outcome is unknown
+401 / 403                                 502     names the upstream and ``--upstream-auth``
+429                                       429     the upstream's own throttling message
+any other 5xx without a record            502     the upstream's error
+========================================  ======  =========================================
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from owx.platform.interface import PlatformError
+from owx.platform.settings import UpstreamSettings
+
+POOL_SIZE = 128  # keep-alive connections to the upstream (one per activation in flight)
+API = "/api/v1/namespaces"
+
+
+class UpstreamLost(PlatformError):
+    """The request reached the upstream, then the connection broke or the answer never came."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(502, message)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One upstream answer: status and parsed body (None when it was not JSON)."""
+
+    status: int
+    body: Any
+    activation_id: str | None
+
+
+class UpstreamClient:
+    """Typed calls to the upstream; thread-safe."""
+
+    def __init__(self, settings: UpstreamSettings) -> None:
+        assert settings.url is not None and settings.auth is not None
+        self.settings = settings
+        self.base = str(settings.url).rstrip("/")
+        self.namespace = quote(settings.namespace, safe="")
+        self.session = requests.Session()
+        self.session.auth = tuple(settings.auth.split(":", 1))  # type: ignore[assignment]
+        self.session.verify = not settings.insecure
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE)
+        self.session.mount("https://", adapter)
+        self.session.mount("http://", adapter)
+        if settings.insecure:
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
+    # -- entities --------------------------------------------------------------------------
+    def put_package(self, package: str) -> None:
+        self._expect(self.call("PUT", f"/packages/{quote(package)}", {"overwrite": "true"},
+                               {"publish": False, "annotations": [{"key": "owx", "value": True}]}), "create package")
+
+    def put_action(self, path: str, body: dict[str, Any]) -> None:
+        self._expect(self.call("PUT", f"/actions/{quote(path)}", {"overwrite": "true"}, body), "deploy action")
+
+    def delete_action(self, path: str) -> None:
+        answer = self.call("DELETE", f"/actions/{quote(path)}")
+        if answer.status != 404:
+            self._expect(answer, "delete action")
+
+    def list_actions(self, package: str) -> list[str]:
+        names: list[str] = []
+        while True:
+            answer = self._expect(self.call("GET", f"/actions/{quote(package)}/", {"limit": "200", "skip": str(len(names))}),
+                                  "list actions")
+            page = [entry["name"] for entry in answer.body or []]
+            names += page
+            if len(page) < 200:
+                return names
+
+    def info(self) -> dict[str, Any]:
+        answer = self._send("GET", f"{self.base}/api/v1", None, None, self.settings.timeout_s)
+        return self._expect(answer, "read the API's limits").body or {}
+
+    # -- activations ---------------------------------------------------------------------------
+    def invoke(self, path: str, body: dict[str, Any], blocking: bool, wait_s: float) -> Answer:
+        """``POST .../actions/PATH``; with ``blocking`` the answer is the record (200/502), or 202
+        when the upstream stopped waiting. Other statuses are returned as they are."""
+        params = {"blocking": "true"} if blocking else None
+        return self.call("POST", f"/actions/{quote(path)}", params, body, timeout=wait_s)
+
+    def activation(self, activation_id: str) -> Answer:
+        return self.call("GET", f"/activations/{quote(activation_id)}")
+
+    # -- transport -------------------------------------------------------------------------------
+    def call(self, method: str, route: str, params: dict[str, str] | None = None, body: Any = None,
+             timeout: float | None = None) -> Answer:
+        url = f"{self.base}{API}/{self.namespace}{route}"
+        return self._send(method, url, params, body, timeout or self.settings.timeout_s)
+
+    def _send(self, method: str, url: str, params: dict[str, str] | None, body: Any, timeout: float) -> Answer:
+        try:
+            response = self.session.request(method, url, params=params, json=body, timeout=(self.settings.timeout_s, timeout))
+        except requests.RequestException as exc:
+            if _sent(exc):
+                raise UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}") from exc
+            raise PlatformError(503, f"The upstream OpenWhisk at {self.base} is unreachable: {_reason(exc)}") from exc
+        try:
+            parsed = response.json()
+        except ValueError:
+            parsed = None
+        answer = Answer(response.status_code, parsed, response.headers.get("x-openwhisk-activation-id"))
+        if answer.status in (401, 403):
+            raise PlatformError(502, f"The upstream OpenWhisk at {self.base} refused owx's key ({answer.status}): "
+                                     "check --upstream-auth (OWX_UPSTREAM__AUTH).")
+        if answer.status == 429:
+            raise PlatformError(429, _error_text(answer) or "Too many requests (upstream OpenWhisk).")
+        return answer
+
+    def _expect(self, answer: Answer, what: str) -> Answer:
+        if 200 <= answer.status < 300:
+            return answer
+        raise PlatformError(502, f"The upstream OpenWhisk at {self.base} could not {what} "
+                                 f"({answer.status}): {_error_text(answer) or 'no error message'}")
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def _error_text(answer: Answer) -> str:
+    return str(answer.body.get("error", "")) if isinstance(answer.body, dict) else ""
+
+
+def _sent(exc: requests.RequestException) -> bool:
+    """Whether the request had reached the upstream when ``exc`` happened."""
+    if isinstance(exc, requests.ReadTimeout):
+        return True
+    cause = exc.args[0] if exc.args else None
+    return isinstance(exc, requests.ConnectionError) and isinstance(cause, urllib3.exceptions.ProtocolError)
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+def backoff(poll_s: float, started: float) -> float:
+    """Seconds until the next poll of a running activation: from ``poll_s``, growing to 1 s."""
+    return min(1.0, poll_s * (1 + (time.monotonic() - started) * 2))

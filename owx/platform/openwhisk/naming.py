@@ -1,0 +1,58 @@
+"""Where an owx action lives upstream: deterministic names, one upstream package per owx namespace.
+
+* owx namespace ``NS`` → upstream package ``<prefix>-NS`` (private, in owx's upstream namespace);
+  nothing of one tenant is in another tenant's package, and tenants never hold the upstream key.
+* owx action ``NS/[PKG/]NAME`` as deployed with one spec → upstream action
+  ``[PKG.]NAME@<h>`` in that package, ``h`` the first 12 hex digits of the SHA-256 of the action's
+  path and everything that is deployed (code, kind, image, main, memory, timeout, log limit,
+  concurrency). A new revision or new limits (DiSDeL's) is a new upstream action; the old ones
+  are deleted when the owx action is updated or deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from owx.platform.types import ActionSpec
+
+HASH_DIGITS = 12
+MAX_READABLE = 200  # OpenWhisk allows 256 characters per name; the hash and '@' follow
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamName:
+    """An action's place upstream."""
+
+    package: str
+    action: str
+
+    @property
+    def path(self) -> str:
+        """``package/action``, as the upstream's REST routes take it."""
+        return f"{self.package}/{self.action}"
+
+
+def package_of(prefix: str, namespace: str) -> str:
+    return f"{prefix}-{namespace}"
+
+
+def path_of(spec: ActionSpec) -> tuple[str, str]:
+    """(owx namespace, ``[pkg/]name``) of a spec whose key is ``ns/[pkg/]name@revision``."""
+    path = spec.key.rsplit("@", 1)[0]
+    namespace, _, relative = path.partition("/")
+    return namespace, relative
+
+
+def readable_prefix(relative: str) -> str:
+    """The part of upstream names that every deployment of ``[pkg/]name`` shares."""
+    return relative.replace("/", ".")[:MAX_READABLE] + "@"
+
+
+def upstream_name(prefix: str, spec: ActionSpec) -> UpstreamName:
+    namespace, relative = path_of(spec)
+    deployed = json.dumps([spec.key, spec.kind, spec.code, spec.binary, spec.main, spec.image, spec.memory_mb,
+                           spec.timeout_ms, spec.logs_bytes, spec.concurrency], separators=(",", ":"))
+    digest = hashlib.sha256(deployed.encode()).hexdigest()[:HASH_DIGITS]
+    return UpstreamName(package_of(prefix, namespace), readable_prefix(relative) + digest)

@@ -1,0 +1,199 @@
+"""Platform ``openwhisk``: every activation runs on an upstream OpenWhisk, through its public REST API only.
+
+owx stays the API its users talk to; upstream it deploys each action (per revision and limits,
+:mod:`.naming`) into one private package per owx namespace, invokes it blocking, and reads the
+upstream record back (:mod:`.records`). What OpenWhisk does not offer is typed as absent:
+``replicas`` (a client cannot pick a container: Canary keeps runtimes warm with keep-warm
+activations and re-runs a failed function from its checkpoint wherever OpenWhisk places it) and
+``resources`` (containers are on the invoker nodes: ``owx agent`` runs there). The whole upstream
+is one node, ``upstream``, whose budget is the memory its invokers give owx
+(``upstream.user_memory_mb``), for Canary's gang admission.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar
+
+from owx.platform.interface import ContainerListener, Platform, PlatformError
+from owx.platform.ledger import MemoryLedger
+from owx.platform.openwhisk.client import Answer, UpstreamClient, backoff
+from owx.platform.openwhisk.naming import UpstreamName, package_of, readable_prefix, upstream_name
+from owx.platform.openwhisk.records import is_record, outcome_of
+from owx.platform.settings import UpstreamSettings
+from owx.platform.types import (
+    INTERNAL_ERROR,
+    ActionSpec,
+    ContainerInfo,
+    NodeInfo,
+    PlatformLimits,
+    RunOutcome,
+    RunRequest,
+)
+from owx.runtimes.protocol import RESERVED
+
+log = logging.getLogger(__name__)
+
+NODE = "upstream"
+MB = 1024 * 1024
+BLOCKING_WAIT_S = 60.0  # OpenWhisk answers a blocking invoke with 202 after at most a minute
+RESULT_GRACE_S = 30.0  # how long after its time limit an activation's record may still appear
+NO_RECORD = "whisk internal error: the upstream activation {id} left no record within {s:.0f} s of its time limit"
+
+
+class OpenWhiskPlatform(Platform):
+    """An upstream OpenWhisk behind owx."""
+
+    name: ClassVar[str] = "openwhisk"
+
+    def __init__(self, settings: UpstreamSettings) -> None:
+        self.settings = settings
+        self.client = UpstreamClient(settings)
+        self.ledger = MemoryLedger()
+        self.ledger.add_node(NODE, settings.user_memory_mb * MB)
+        self.replicas = None
+        self.resources = None
+        self._deployed: set[str] = set()
+        self._packages: set[str] = set()
+        self._lock = threading.Lock()
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")
+
+    # -- Platform ---------------------------------------------------------------------------
+    def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,
+            claim: str | None = None) -> RunOutcome:
+        """Run on the upstream; raises :class:`PlatformError` when the upstream cannot be used."""
+        if request.reservation:  # a new container's memory is the upstream invokers' business
+            self.ledger.release(request.reservation)
+        target = self._deploy(spec)
+        body = _input(request.value, {**_reserved(request), "report_memory": True})
+        answer = self._invoke(spec, target, body)
+        if answer.status == 202 or (answer.activation_id and not is_record(answer.body)):
+            return self._await(answer.activation_id or _id(answer), spec)
+        if is_record(answer.body):
+            return outcome_of(answer.body)
+        raise PlatformError(502, f"The upstream OpenWhisk answered the invocation with {answer.status}: "
+                                 f"{answer.body!r:.300}")
+
+    def nodes(self) -> list[NodeInfo]:
+        return [NodeInfo(NODE, True, self.settings.user_memory_mb * MB, None, self.name)]
+
+    def warm_nodes(self, spec: ActionSpec) -> list[str]:
+        return []
+
+    def subscribe(self, listener: ContainerListener) -> None:
+        """OpenWhisk reports no container events: failures are read from the records instead."""
+
+    def containers(self) -> list[ContainerInfo]:
+        return []
+
+    def keep_warm(self, spec: ActionSpec) -> None:
+        """A keep-warm activation: owx's runtime answers it without running the action."""
+        target = self._deploy(spec)
+        self._background.submit(self._fire, target, _input({}, {"keep_warm": True}))
+
+    def forget(self, path: str) -> None:
+        """Delete every upstream deployment of ``namespace/[pkg/]name`` (in the background)."""
+        namespace, _, relative = path.partition("/")
+        package = package_of(self.settings.prefix, namespace)
+        self._background.submit(self._delete_deployments, package, readable_prefix(relative))
+
+    def limits(self) -> PlatformLimits:
+        budget = self.settings.user_memory_mb * MB
+        return PlatformLimits(budget, budget, 1)
+
+    def close(self) -> None:
+        self._background.shutdown(wait=True, cancel_futures=True)
+        self.client.close()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _deploy(self, spec: ActionSpec) -> UpstreamName:
+        target = upstream_name(self.settings.prefix, spec)
+        if target.path in self._deployed:
+            return target
+        if target.package not in self._packages:
+            self.client.put_package(target.package)
+            with self._lock:
+                self._packages.add(target.package)
+        self.client.put_action(target.path, _action_body(spec))
+        with self._lock:
+            self._deployed.add(target.path)
+        return target
+
+    def _invoke(self, spec: ActionSpec, target: UpstreamName, body: dict[str, Any]) -> Answer:
+        wait_s = min(BLOCKING_WAIT_S, spec.timeout_ms / 1000) + RESULT_GRACE_S
+        answer = self.client.invoke(target.path, body, blocking=True, wait_s=wait_s)
+        if answer.status == 404 and not is_record(answer.body):  # deleted upstream behind owx's back
+            with self._lock:
+                self._deployed.discard(target.path)
+                self._packages.discard(target.package)
+            self._deploy(spec)
+            answer = self.client.invoke(target.path, body, blocking=True, wait_s=wait_s)
+        return answer
+
+    def _await(self, activation_id: str, spec: ActionSpec) -> RunOutcome:
+        """Poll for the record of an activation the upstream stopped waiting for."""
+        started = time.monotonic()
+        deadline = started + spec.timeout_ms / 1000 + RESULT_GRACE_S
+        while time.monotonic() < deadline:
+            try:
+                answer = self.client.activation(activation_id)
+            except PlatformError as exc:
+                if exc.status != 503:
+                    raise
+                answer = None  # the upstream is away for a moment: its record may still come
+            if answer is not None and answer.status == 200 and is_record(answer.body):
+                return outcome_of(answer.body)
+            time.sleep(backoff(self.settings.poll_s, started))
+        now = int(time.time() * 1000)
+        return RunOutcome(INTERNAL_ERROR, {"error": NO_RECORD.format(id=activation_id, s=RESULT_GRACE_S)}, [],
+                          now, now, node=NODE, annotations=[{"key": "upstreamActivationId", "value": activation_id}])
+
+    def _fire(self, target: UpstreamName, body: dict[str, Any]) -> None:
+        try:
+            self.client.invoke(target.path, body, blocking=False, wait_s=self.settings.timeout_s)
+        except PlatformError as exc:
+            log.info("keep-warm of %s failed: %s", target.path, exc)
+
+    def _delete_deployments(self, package: str, prefix: str) -> None:
+        try:
+            names = [n for n in self.client.list_actions(package) if n.startswith(prefix)]
+            for name in names:
+                self.client.delete_action(f"{package}/{name}")
+                with self._lock:
+                    self._deployed.discard(f"{package}/{name}")
+        except PlatformError as exc:
+            log.warning("could not delete the upstream deployments %s/%s*: %s", package, prefix, exc)
+
+
+def _action_body(spec: ActionSpec) -> dict[str, Any]:
+    exec_doc: dict[str, Any] = {"kind": spec.kind, "binary": spec.binary}
+    if spec.code is not None:
+        exec_doc.update(code=spec.code, main=spec.main)
+    if spec.image:
+        exec_doc["image"] = spec.image
+    return {
+        "exec": exec_doc,
+        "limits": {"memory": spec.memory_mb, "timeout": spec.timeout_ms, "logs": spec.logs_bytes // MB,
+                   "concurrency": spec.concurrency},
+        # never the upstream's key: the caller's own owx key reaches the action through __owx
+        "annotations": [{"key": "provide-api-key", "value": False}, {"key": "owx-action", "value": spec.key}],
+    }
+
+
+def _reserved(request: RunRequest) -> dict[str, Any]:
+    """What the runtime turns into ``__OW_*`` variables (OpenWhisk would otherwise give its own)."""
+    return {key: value for key, value in request.payload().items() if key != "value"}
+
+
+def _input(value: dict[str, Any] | list[Any], options: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise PlatformError(400, "an upstream OpenWhisk takes only objects as action input")
+    return {**value, RESERVED: options}
+
+
+def _id(answer: Answer) -> str:
+    body = answer.body if isinstance(answer.body, dict) else {}
+    return str(body.get("activationId", ""))
