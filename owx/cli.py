@@ -14,6 +14,7 @@ import sys
 # subcommand -> (module whose register(subparsers) adds it, one-line help)
 COMMANDS = {
     "up": ("owx.gateway.cli", "start the gateway and the embedded platform"),
+    "admin": ("owx.gateway.admin.cli", "administer subjects and keys (like wskadmin)"),
     "agent": ("owx.escra_agent.cli", "run the Escra node agent (or --controller)"),
     "thorn": ("owx.thorn.cli", "THORN node daemon and testbed"),
     "disdel": ("owx.disdel.cli", "submit and follow DiSDeL training jobs"),

@@ -73,5 +73,5 @@ def up(args: argparse.Namespace) -> int:
     try:
         server.serve_forever()
     finally:
-        gateway.close()
+        server.stop()
     return 0

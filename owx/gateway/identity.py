@@ -74,6 +74,12 @@ class Authenticator:
             self._cache[uuid] = (time.monotonic(), identity)
         return identity
 
+    def forget(self, uuid: str) -> None:
+        """A key was deleted or rotated: stop answering with what was cached for it."""
+        with self._lock:
+            self._cache.pop(uuid, None)
+            self._owners = {ns: entry for ns, entry in self._owners.items() if entry[1].uuid != uuid}
+
     def owner(self, namespace: str) -> Identity | None:
         """The first identity of ``namespace`` (web actions run as it), or None."""
         cached = self._owners.get(namespace)

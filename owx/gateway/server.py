@@ -8,6 +8,8 @@ import threading
 
 from waitress.server import create_server
 
+from owx.gateway.admin.socket import AdminServer
+from owx.gateway.admin.users import Users
 from owx.gateway.app import create_app
 from owx.gateway.service import Gateway
 
@@ -23,6 +25,8 @@ class GatewayServer:
         self._server = create_server(create_app(gateway), host=host, port=port, threads=WSGI_THREADS,
                                      connection_limit=1000, channel_timeout=300, ident="owx")
         self._closing = False
+        self._admin = AdminServer(gateway.settings.data_dir, Users(gateway.entities), gateway.auth)
+        threading.Thread(target=self._admin.serve_forever, name="owx-admin", daemon=True).start()
         if gateway.invoker.api_host is None:
             gateway.invoker.api_host = f"http://{host}:{self.port}"
 
@@ -45,6 +49,7 @@ class GatewayServer:
     def stop(self) -> None:
         self._closing = True
         self._server.close()
+        self._admin.close()
         self.gateway.close()
 
 

@@ -54,6 +54,7 @@ class UpstreamSettings(BaseModel):
         "Canary's gang admission plans against it")
     timeout_s: float = Field(10.0, gt=0, description="time allowed for one upstream API call (not the activation)")
     poll_s: float = Field(0.05, gt=0, description="first interval between polls for a non-blocking result")
+    keep_alive: bool = Field(True, description="reuse connections to the upstream (off: a new connection per call)")
 
     @field_validator("auth")
     @classmethod

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import subprocess
-import tarfile
 import uuid
 from pathlib import Path
 
@@ -17,19 +14,7 @@ from owx.escra_agent.discovery import DockerDiscovery
 from owx.escra_agent.link import LocalLink
 from owx.escra_agent.messages import AppLimits
 from owx.escra_agent.settings import MIB, AgentSettings
-
-IMAGE = "owx-test-escra/sleep:1"
-
-
-def _sleep_rootfs() -> bytes:
-    """A root filesystem holding only /bin/sleep and the libraries it links."""
-    libs = [Path(p) for p in subprocess.run(["ldd", "/bin/sleep"], capture_output=True, text=True, check=True).stdout.split()
-            if p.startswith("/")]
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for path in [Path("/bin/sleep"), *libs]:
-            tar.add(path.resolve(), arcname=str(path).lstrip("/"))
-    return buffer.getvalue()
+from tests.fixtures.sleep_image import SLEEP_IMAGE, sleep_image
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +22,14 @@ def docker_client():
     from owx.common.dockerd import ensure_dockerd
 
     client = ensure_dockerd()
-    try:
-        client.images.get(IMAGE)
-    except Exception:
-        client.api.import_image_from_data(_sleep_rootfs(), repository=IMAGE.split(":")[0], tag="1")
+    sleep_image(client)
     return client
 
 
 def test_labelled_docker_container_is_resized_and_docker_records_it(docker_client, cgroup_root):
     node = f"n-{uuid.uuid4().hex[:6]}"
     container = docker_client.containers.run(
-        IMAGE, ["/bin/sleep", "3600"], detach=True, labels={"owx.node": node, "owx.app": "app"},
+        SLEEP_IMAGE, ["/bin/sleep", "3600"], detach=True, labels={"owx.node": node, "owx.app": "app"},
         cpu_period=100_000, cpu_quota=150_000, mem_limit="512m", memswap_limit="512m",
     )
     allocator = ResourceAllocator()

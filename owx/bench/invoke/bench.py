@@ -13,9 +13,6 @@ embedded cold start <= 200 ms.
 from __future__ import annotations
 
 import argparse
-import base64
-import http.client
-import json
 import multiprocessing
 import os
 import socket
@@ -26,48 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from owx.bench.http_client import Connection, percentile, timed
+
 ACTION = "def main(args):\n    return {'n': args.get('n', 0)}\n"
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-class Connection:
-    """A keep-alive HTTP connection posting JSON (cheap client so the gateway is what we measure)."""
-
-    def __init__(self, port: int, auth: str | None = None) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port)
-        self.headers = {"Content-Type": "application/json"}
-        if auth:
-            self.headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
-
-    def post(self, path: str, body: dict) -> tuple[int, bytes]:
-        self.conn.request("POST", path, json.dumps(body), self.headers)
-        response = self.conn.getresponse()
-        return response.status, response.read()
-
-    def put(self, path: str, body: dict) -> tuple[int, bytes]:
-        self.conn.request("PUT", path, json.dumps(body), self.headers)
-        response = self.conn.getresponse()
-        return response.status, response.read()
-
-
-def timed(call, n: int) -> list[float]:
-    samples = []
-    for i in range(n):
-        start = time.perf_counter()
-        status, _ = call(i)
-        samples.append(time.perf_counter() - start)
-        assert status == 200, status
-    return samples
 
 
 def start_gateway(data_dir: Path, port: int) -> tuple[subprocess.Popen, str]:

@@ -59,6 +59,8 @@ class UpstreamClient:
         self.session = requests.Session()
         self.session.auth = tuple(settings.auth.split(":", 1))  # type: ignore[assignment]
         self.session.verify = not settings.insecure
+        if not settings.keep_alive:
+            self.session.headers["Connection"] = "close"
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE)
         self.session.mount("https://", adapter)
         self.session.mount("http://", adapter)

@@ -1,0 +1,53 @@
+"""A cheap keep-alive HTTP client and latency arithmetic, so that the server is what a bench measures."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Connection:
+    """One keep-alive connection sending JSON, with Basic auth when given."""
+
+    def __init__(self, url_or_port: str | int, auth: str | None = None) -> None:
+        if isinstance(url_or_port, int):
+            host, port = "127.0.0.1", url_or_port
+        else:
+            parts = urlsplit(url_or_port)
+            host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.conn = http.client.HTTPConnection(host, port)
+        self.headers = {"Content-Type": "application/json"}
+        if auth:
+            self.headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+
+    def post(self, path: str, body: dict) -> tuple[int, bytes]:
+        return self.request("POST", path, body)
+
+    def put(self, path: str, body: dict) -> tuple[int, bytes]:
+        return self.request("PUT", path, body)
+
+    def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+        self.conn.request(method, path, json.dumps(body) if body is not None else None, self.headers)
+        response = self.conn.getresponse()
+        return response.status, response.read()
+
+
+def timed(call: Callable[[int], tuple[int, bytes]], n: int) -> list[float]:
+    """Seconds each of ``n`` calls took, from the client's clock; every call must answer 200."""
+    samples = []
+    for i in range(n):
+        start = time.perf_counter()
+        status, body = call(i)
+        samples.append(time.perf_counter() - start)
+        if status != 200:
+            raise RuntimeError(f"call {i} answered {status}: {body[:300]!r}")
+    return samples

@@ -1,0 +1,60 @@
+"""An owx gateway in front of a stand-in upstream OpenWhisk.
+
+No Apache OpenWhisk can be installed on these machines (its build needs Java artifacts that
+cannot be downloaded), so the upstream is a second ``owx up`` on the embedded platform with
+every extension off (``--no-extensions``): it speaks OpenWhisk's API (the npm client shows it)
+and recovers, estimates and resizes nothing, so whatever does is the wrapping gateway. Both
+are real processes; checkpoints go to a real redis-server both reach.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from owx.bench.canary.redis_server import RedisServer
+from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+
+UPSTREAM_AUTH = f"{uuid.uuid4()}:{secrets.token_hex(24)}"
+
+
+@pytest.fixture(scope="module")
+def workdir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="owx-upstream-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def redis(workdir: Path) -> Iterator[RedisServer]:
+    server = RedisServer(workdir / "redis")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream(workdir: Path) -> Iterator[GatewayProcess]:
+    """The stand-in OpenWhisk: plain embedded owx, no extensions, no stem cells."""
+    process = start_gateway_process(workdir / "upstream", args=["--no-extensions"], auth=UPSTREAM_AUTH,
+                                    env={"OWX_PLATFORM__STEM_CELLS": "0", "OWX_LIMITS__MEMORY_MB__MAX": "1024"})
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def wrapper(workdir: Path, upstream: GatewayProcess, redis: RedisServer) -> Iterator[GatewayProcess]:
+    """owx in front of the upstream, checkpoints in Redis (large values in a directory both reach)."""
+    (workdir / "blobs").mkdir(exist_ok=True)
+    (workdir / "blobs").chmod(0o777)
+    process = start_gateway_process(
+        workdir / "wrapper", args=["--upstream", upstream.url, "--upstream-auth", UPSTREAM_AUTH],
+        env={"OWX_CANARY__STORE_URL": f"{redis.url}?blobs={workdir / 'blobs'}", "OWX_LIMITS__MEMORY_MB__MAX": "1024"})
+    yield process
+    process.stop()

@@ -1,0 +1,115 @@
+"""The wrapping gateway is the API users talk to; every activation runs on the upstream."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import requests
+
+from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from tests.upstream.conftest import UPSTREAM_AUTH
+
+NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
+FLOW = Path(__file__).resolve().parents[1] / "gateway" / "npm_client_flow.js"
+ECHO = "import os\ndef main(args):\n    print('ran in', os.environ.get('__OW_NAMESPACE'))\n    return {'got': args}\n"
+
+
+def upstream_actions(upstream: GatewayProcess, namespace: str = "guest") -> list[dict]:
+    answer = upstream.session().get(upstream.api(f"actions/owx-{namespace}/"))
+    return answer.json() if answer.status_code == 200 else []
+
+
+def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_npm_client_full_flow_through_the_wrapper(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:
+    name = f"npm-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "OW_APIHOST": wrapper.url, "OW_AUTH": wrapper.auth, "NODE_PATH": str(NPM_DIR / "node_modules")}
+    done = subprocess.run(["node", str(FLOW), name], capture_output=True, text=True, env=env, timeout=180)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["result"] == {"hello": "npm"} and seen["blockingStatus"] == "success"
+    assert seen["activationResult"]["result"] == {"hello": "async"}
+    assert any("hi from async" in line for line in seen["activationLogs"]["logs"])
+    assert seen["afterDeleteStatus"] == 404
+    # the flow's record names the upstream activation, which the upstream holds
+    upstream_id = next(a["value"] for a in seen["activation"]["annotations"] if a["key"] == "upstreamActivationId")
+    assert upstream.session().get(upstream.api(f"activations/{upstream_id}")).status_code == 200
+    # the flow deleted its action: no deployment of it is left upstream
+    wait_for(lambda: not [a for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")],
+             what="the upstream deployments to be deleted")
+
+
+def test_actions_land_in_the_tenants_package_with_their_limits(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:
+    http = wrapper.session()
+    name = f"limits-{uuid.uuid4().hex[:6]}"
+    assert http.put(wrapper.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO},
+                                                         "limits": {"memory": 384, "timeout": 12_000}}).ok
+    record = http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true"}, json={"a": 1}).json()
+    assert record["response"]["result"] == {"got": {"a": 1}}  # owx's reserved input never reaches the action
+    assert any("ran in guest" in line for line in record["logs"])  # the tenant's namespace, not the upstream's
+    (deployed,) = [a for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")]
+    assert deployed["limits"]["memory"] == 384 and deployed["limits"]["timeout"] == 12_000
+    assert {"key": "provide-api-key", "value": False} in deployed["annotations"]  # never the upstream's key
+    # new limits are a new deployment; the old one goes
+    assert http.put(wrapper.api(f"actions/{name}"), params={"overwrite": "true"}, json={"limits": {"memory": 512}}).ok
+    assert http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true"}).json()["response"]["success"]
+    wait_for(lambda: [a["limits"]["memory"] for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")]
+             == [512], what="only the new deployment upstream")
+
+
+def test_tenants_are_apart_upstream(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:
+    created = subprocess.run(["owx", "admin", "--data-dir", str(wrapper.data_dir), "user", "create", "tenant-b"],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    http_a, http_b = wrapper.session(), requests.Session()
+    http_b.auth = tuple(created.stdout.strip().split(":", 1))
+    name = f"mine-{uuid.uuid4().hex[:6]}"
+    for http in (http_a, http_b):
+        assert http.put(wrapper.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+        assert http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true"}).json()["response"]["success"]
+    assert [a["name"] for a in upstream_actions(upstream, "tenant-b") if a["name"].startswith(name)]
+    assert [a["name"] for a in upstream_actions(upstream, "guest") if a["name"].startswith(name)]
+    for package in ("owx-guest", "owx-tenant-b"):  # private: no other upstream namespace can bind them
+        assert upstream.session().get(upstream.api(f"packages/{package}")).json()["publish"] is False
+
+
+def test_upstream_refusing_the_key_is_a_clear_configuration_error(workdir: Path, upstream: GatewayProcess) -> None:
+    wrong = start_gateway_process(workdir / "wrong-key", args=["--upstream", upstream.url, "--upstream-auth",
+                                                                f"{uuid.uuid4()}:not-the-key", "--no-extensions"])
+    try:
+        http = wrong.session()
+        assert http.put(wrong.api("actions/x"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+        answer = http.post(wrong.api("actions/x"), params={"blocking": "true"})
+        assert answer.status_code == 502
+        error = answer.json()["response"]["result"]["error"]
+        assert upstream.url in error and "--upstream-auth" in error
+    finally:
+        wrong.stop()
+
+
+def test_an_unreachable_upstream_is_503_and_recorded(workdir: Path) -> None:
+    gone = start_gateway_process(workdir / "gone", args=["--upstream", "http://127.0.0.1:9", "--upstream-auth",
+                                                          UPSTREAM_AUTH, "--no-extensions"])
+    try:
+        http = gone.session()
+        assert http.put(gone.api("actions/x"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+        answer = http.post(gone.api("actions/x"), params={"blocking": "true"})
+        assert answer.status_code == 503
+        assert "unreachable" in answer.json()["response"]["result"]["error"]
+        stored = http.get(gone.api(f"activations/{answer.json()['activationId']}"))
+        assert stored.status_code == 200 and stored.json()["response"]["status"] == "whisk internal error"
+    finally:
+        gone.stop()

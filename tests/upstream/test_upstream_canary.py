@@ -1,0 +1,70 @@
+"""Canary over an upstream OpenWhisk: a stateful action whose upstream container is killed resumes
+from its latest checkpoint, and its result is committed once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+from owx.bench.canary.redis_server import RedisServer
+from owx.bench.gateway_process import GatewayProcess
+from owx.canary.checkpoint import open_checkpoint_store
+
+STATEFUL = '''
+import os, time
+from owx.canary.checkpoint import Checkpointer
+
+def main(args):
+    steps = args.get("steps", 40)
+    with Checkpointer.from_env() as ckpt:
+        state = ckpt.restore() or {"i": 0, "total": 0}
+        resumed_at = state["i"]
+        while state["i"] < steps:
+            time.sleep(args.get("delay", 0.1))
+            state["total"] += state["i"] * state["i"]
+            state["i"] += 1
+            state["pid"] = os.getpid()
+            ckpt.save("step-%d" % state["i"], **state)
+    return {"total": state["total"], "resumed_at": resumed_at, "pid": os.getpid()}
+'''
+
+
+def annotation(record: dict, key: str):
+    return next((a["value"] for a in record["annotations"] if a["key"] == key), None)
+
+
+def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: GatewayProcess, redis: RedisServer,
+                                                                 workdir) -> None:
+    http = wrapper.session()
+    name = f"stateful-{uuid.uuid4().hex[:6]}"
+    assert http.put(wrapper.api(f"actions/{name}"), json={
+        "exec": {"kind": "python:3", "code": STATEFUL},
+        "annotations": [{"key": "canary", "value": {"checkpoint": "explicit"}}]}).ok
+    activation_id = http.post(wrapper.api(f"actions/{name}"), json={"steps": 40}).json()["activationId"]
+    store_url = f"{redis.url}?blobs={workdir / 'blobs'}"
+    with open_checkpoint_store(store_url) as store:
+        deadline = time.monotonic() + 60
+        latest = None
+        while time.monotonic() < deadline and (latest is None or latest.seq < 5):
+            time.sleep(0.05)
+            latest = store.latest(activation_id)
+        assert latest is not None and latest.seq >= 5, "no checkpoints of the running function"
+        killed_pid = latest.values["pid"]
+    os.kill(killed_pid, signal.SIGKILL)  # the upstream's container: a process of the stand-in OpenWhisk
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        answer = http.get(wrapper.api(f"activations/{activation_id}"))
+        if answer.status_code == 200:
+            break
+        time.sleep(0.2)
+    record = answer.json()
+    assert record["response"]["success"], record["response"]
+    result = record["response"]["result"]
+    assert result["total"] == sum(i * i for i in range(40))
+    assert result["resumed_at"] >= 5 and result["pid"] != killed_pid  # resumed elsewhere, not from scratch
+    assert annotation(record, "attempts") == 2
+    assert annotation(record, "checkpointRestored") >= 5
+    failure = annotation(record, "canary")["failures"][0]
+    assert failure["reason"] == "exited"

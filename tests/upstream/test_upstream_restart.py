@@ -1,0 +1,59 @@
+"""The upstream stops and comes back in the middle of load: every activation owx answered for is
+recorded (successes and the failures the outage caused alike), and owx serves again afterwards."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+from owx.bench.gateway_process import GatewayProcess
+
+QUICK = "import time\ndef main(args):\n    time.sleep(0.02)\n    return {'n': args.get('n')}\n"
+
+
+def test_no_record_is_lost_when_the_upstream_restarts_under_load(wrapper: GatewayProcess,
+                                                                  upstream: GatewayProcess) -> None:
+    http = wrapper.session()
+    name = f"load-{uuid.uuid4().hex[:6]}"
+    assert http.put(wrapper.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": QUICK}}).ok
+    answers: list[tuple[int, str | None, bool]] = []  # (status, activation id, blocking)
+    lock, stop = threading.Lock(), threading.Event()
+
+    def client(blocking: bool) -> None:
+        session = wrapper.session()
+        n = 0
+        while not stop.is_set():
+            n += 1
+            response = session.post(wrapper.api(f"actions/{name}"), params={"blocking": str(blocking).lower()},
+                                    json={"n": n}, timeout=120)
+            with lock:
+                answers.append((response.status_code, response.headers.get("x-openwhisk-activation-id"), blocking))
+
+    threads = [threading.Thread(target=client, args=(i % 2 == 0,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(2.0)
+    upstream.stop(timeout_s=5)
+    time.sleep(2.0)
+    restarted = upstream.restart()
+    upstream.process, upstream.url = restarted.process, restarted.url  # the module's fixture goes on with it
+    time.sleep(3.0)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=180)
+
+    statuses = {status for status, _, _ in answers}
+    assert 200 in statuses and 202 in statuses and statuses & {502, 503}, statuses  # load on both sides of the outage
+    assert all(aid for _, aid, _ in answers), "an answer without an activation id"
+    for status, activation_id, _ in answers:
+        deadline = time.monotonic() + 60
+        while (stored := http.get(wrapper.api(f"activations/{activation_id}"))).status_code == 404:
+            assert time.monotonic() < deadline, f"activation {activation_id} (answered {status}) was never recorded"
+            time.sleep(0.1)
+        response = stored.json()["response"]
+        assert response["success"] or response["status"] == "whisk internal error", response
+        if status == 200:
+            assert response["success"]
+    after = http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true"}, json={"n": -1})
+    assert after.status_code == 200 and after.json()["response"]["result"] == {"n": -1}
