@@ -60,6 +60,9 @@ def test_actions_land_in_the_tenants_package_with_their_limits(wrapper: GatewayP
     record = http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true"}, json={"a": 1}).json()
     assert record["response"]["result"] == {"got": {"a": 1}}  # owx's reserved input never reaches the action
     assert any("ran in guest" in line for line in record["logs"])  # the tenant's namespace, not the upstream's
+    peak = next(a["value"] for a in record["annotations"] if a["key"] == "memoryPeak")
+    assert 1 << 20 < peak < 384 << 20  # reported by owx's runtime upstream, taken out of the logs
+    assert not any("memory-peak" in line for line in record["logs"])
     (deployed,) = [a for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")]
     assert deployed["limits"]["memory"] == 384 and deployed["limits"]["timeout"] == 12_000
     assert {"key": "provide-api-key", "value": False} in deployed["annotations"]  # never the upstream's key

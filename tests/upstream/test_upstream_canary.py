@@ -35,8 +35,8 @@ def annotation(record: dict, key: str):
     return next((a["value"] for a in record["annotations"] if a["key"] == key), None)
 
 
-def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: GatewayProcess, redis: RedisServer,
-                                                                 workdir) -> None:
+def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: GatewayProcess, upstream: GatewayProcess,
+                                                                 redis: RedisServer, workdir) -> None:
     http = wrapper.session()
     name = f"stateful-{uuid.uuid4().hex[:6]}"
     assert http.put(wrapper.api(f"actions/{name}"), json={
@@ -68,3 +68,6 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
     assert annotation(record, "checkpointRestored") >= 5
     failure = annotation(record, "canary")["failures"][0]
     assert failure["reason"] == "exited"
+    # Canary kept the runtime warm upstream with keep-warm activations (OpenWhisk lets no client pick a container)
+    upstream_records = upstream.session().get(upstream.api("activations"), params={"docs": "true", "limit": 200}).json()
+    assert any(r["response"]["result"] == {"warm": True} for r in upstream_records)

@@ -54,6 +54,8 @@ def activation(
     ]
     if outcome.init_ms is not None:
         annotations.append({"key": "initTime", "value": outcome.init_ms})
+    if outcome.memory_peak_bytes is not None:  # the container's high-water mark so far, in bytes
+        annotations.append({"key": "memoryPeak", "value": outcome.memory_peak_bytes})
     if cause:
         annotations.append({"key": "causedBy", "value": "sequence"})
     annotations.extend(extra_annotations or ())
