@@ -30,6 +30,7 @@ class GatewayProcess:
     auth: str
     data_dir: Path
     process: subprocess.Popen[str]
+    tls_url: str | None = None
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -63,7 +64,9 @@ class GatewayProcess:
 
     def restart(self) -> "GatewayProcess":
         """Start again on the same port and data dir (stop or kill it first)."""
-        return start_gateway_process(self.data_dir, args=self.args, env=self.env, port=self.port, auth=self.auth)
+        restarted = start_gateway_process(self.data_dir, args=self.args, env=self.env, port=self.port, auth=self.auth)
+        self.process, self.url, self.tls_url = restarted.process, restarted.url, restarted.tls_url
+        return self
 
 
 def start_gateway_process(data_dir: Path, *, args: list[str] | None = None, env: dict[str, str] | None = None,
@@ -78,27 +81,29 @@ def start_gateway_process(data_dir: Path, *, args: list[str] | None = None, env:
         **os.environ,
         "HOME": str(home),
         "OWX_PLATFORM__CGROUP_ROOT": f"owx-gw-{secrets.token_hex(3)}",
+        "OWX_GATEWAY__TLS_PORT": "0",
         "OWX_LOG_LEVEL": "WARNING",
         **given,
     }
     log = open(data_dir / "gateway.log", "a")
     command = [sys.executable, "-m", "owx.cli", "up", "--port", str(port), "--data-dir", str(data_dir),
-               "--auth", auth, *(args or [])]
+               "--auth", auth, *(args or [])]  # HTTPS on a free port (OWX_GATEWAY__TLS_PORT=0): tls_url
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=full_env, text=True)
     log.close()
     deadline = time.monotonic() + START_TIMEOUT_S
-    url = None
+    url = tls_url = None
     assert process.stdout is not None
-    while time.monotonic() < deadline and url is None:
-        line = process.stdout.readline()
+    while time.monotonic() < deadline and not (line := process.stdout.readline()).startswith("auth "):
         if not line:
             break
-        if match := re.search(r"apihost (\S+)", line):
+        if match := re.search(r"^owx is up: apihost (\S+)", line):
             url = match.group(1)
+        if match := re.search(r"^https apihost (\S+)", line):
+            tls_url = match.group(1)
     if url is None:
         process.kill()
         raise RuntimeError(f"owx up did not start; see {data_dir / 'gateway.log'}")
-    gateway = GatewayProcess(url, auth, data_dir, process, list(args or []), given)
+    gateway = GatewayProcess(url, auth, data_dir, process, tls_url=tls_url, args=list(args or []), env=given)
     while time.monotonic() < deadline:
         try:
             if requests.get(f"{url}/api/v1", timeout=2).ok:

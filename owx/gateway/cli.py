@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from owx.gateway import wskprops
+from owx.gateway.tls import TlsFiles, self_signed
 from owx.settings import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("up", help="start the gateway (and the embedded platform, unless --upstream)")
     parser.add_argument("--host", help="listen address (OWX_GATEWAY__HOST)")
-    parser.add_argument("--port", type=int, help="listen port (OWX_GATEWAY__PORT)")
+    parser.add_argument("--port", type=int, help="HTTP port (OWX_GATEWAY__PORT, default 3233)")
+    parser.add_argument("--tls-port", type=int, help="HTTPS port (OWX_GATEWAY__TLS_PORT, default 3443)")
+    parser.add_argument("--tls-cert", type=Path, help="server certificate, PEM (default: self-signed, made on first start)")
+    parser.add_argument("--tls-key", type=Path, help="the certificate's key, PEM")
     parser.add_argument("--data-dir", type=Path, help="where stores live (OWX_DATA_DIR)")
     parser.add_argument("--platform", choices=["embedded", "docker", "openwhisk"],
                         help="where activations run (OWX_PLATFORM__KIND)")
@@ -33,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     """The settings tree: environment first, then what the command line gives."""
     settings = Settings()
-    gateway: dict[str, Any] = {k: v for k, v in (("host", args.host), ("port", args.port), ("store", args.store))
-                               if v is not None}
+    gateway: dict[str, Any] = {k: v for k, v in (("host", args.host), ("port", args.port), ("store", args.store),
+                                                 ("tls_port", args.tls_port), ("tls_cert", args.tls_cert),
+                                                 ("tls_key", args.tls_key)) if v is not None}
     platform: dict[str, Any] = {"kind": args.platform} if args.platform else {}
     upstream: dict[str, Any] = {k: v for k, v in (("url", args.upstream), ("auth", args.upstream_auth),
                                                   ("insecure", args.upstream_insecure)) if v is not None}
@@ -53,25 +58,36 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def up(args: argparse.Namespace) -> int:
-    from owx.gateway.server import GatewayServer, stop_on_signals
+    from owx.gateway.server import GatewayServer
     from owx.gateway.service import Gateway
 
     logging.basicConfig(level=os.environ.get("OWX_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from(args)
+    tls = tls_files(settings)
     gateway = Gateway.open(settings)
     identity = gateway.default_identity(args.auth or os.environ.get("OWX_AUTH"))
-    server = GatewayServer(gateway, settings.gateway.host, settings.gateway.port)
-    apihost = f"http://{settings.gateway.host}:{server.port}"
-    written = wskprops.write_if_free(apihost, identity.auth)
+    server = GatewayServer(gateway, settings.gateway.host, settings.gateway.port, tls, settings.gateway.tls_port or 0)
+    written = wskprops.write_if_free(server.tls_url or server.url, identity.auth, tls.ca if tls else None)
     where = settings.upstream.url if settings.platform.kind == "openwhisk" else f"the {settings.platform.kind} platform"
-    print(f"owx is up: apihost {apihost}  namespace {identity.namespace}  activations run on {where}", flush=True)
+    print(f"owx is up: apihost {server.url}  namespace {identity.namespace}  activations run on {where}", flush=True)
+    if tls is not None:
+        print(f"https apihost {server.tls_url}  certificate {tls.cert}" + (f"  CA {tls.ca}" if tls.ca else ""), flush=True)
     print(f"extensions: {', '.join(gateway.extensions) or 'none'}", flush=True)
     print(f"auth {identity.auth}", flush=True)
     print(f"~/.wskprops {'written' if written else 'left as it was (it names another server)'}", flush=True)
-    stop_on_signals()
-    try:
-        server.serve_forever()
-    finally:
-        server.stop()
+    server.serve_forever()
     return 0
+
+
+def tls_files(settings: Settings) -> TlsFiles | None:
+    """The HTTPS certificate: the operator's, or one owx makes (and keeps) in the data dir."""
+    gateway = settings.gateway
+    if gateway.tls_port is None:
+        return None
+    if gateway.tls_cert is not None or gateway.tls_key is not None:
+        if gateway.tls_cert is None or gateway.tls_key is None:
+            raise SystemExit("owx up: --tls-cert and --tls-key go together")
+        return TlsFiles(gateway.tls_cert, gateway.tls_key)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return self_signed(settings.data_dir, gateway.host)

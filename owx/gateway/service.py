@@ -46,6 +46,7 @@ class Gateway:
             for extension in extension_registry.load(settings.extensions):
                 extension.init_app(gateway)
                 gateway.extensions[extension.name] = extension
+            gateway.invoker.recover()
         except BaseException:
             gateway.close()
             raise
@@ -56,8 +57,9 @@ class Gateway:
         return self.auth.ensure_namespace(self.settings.gateway.default_namespace, auth)
 
     def close(self) -> None:
-        """Finish running invocations, stop the extensions and the platform, flush and close the stores."""
-        self.invoker.close()
+        """Give running activations the shutdown grace (then record them as failed), stop the extensions
+        and the platform, flush and close the stores."""
+        self.invoker.close(self.settings.gateway.shutdown_grace_s)
         for extension in reversed(list(self.extensions.values())):
             extension.close()
         self.platform.close()

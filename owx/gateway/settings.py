@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
@@ -45,7 +46,12 @@ class GatewaySettings(BaseModel):
     """The REST service: where it listens, its stores, and OpenWhisk's per-namespace throttles."""
 
     host: str = "127.0.0.1"
-    port: int = Field(3233, ge=0, le=65535)
+    port: int = Field(3233, ge=0, le=65535, description="HTTP port (0: a free one)")
+    tls_port: int | None = Field(3443, ge=0, le=65535, description="HTTPS port (0: a free one; unset: no HTTPS)")
+    tls_cert: Path | None = Field(None, description="the server certificate (PEM); unset: a self-signed one "
+                                  "made in <data dir>/tls on first start")
+    tls_key: Path | None = Field(None, description="the key of tls_cert (PEM)")
+    http_threads: int = Field(32, ge=1, le=1024, description="threads serving the REST API (never held by waits)")
     public_url: str | None = Field(None, description="where clients and actions reach the gateway "
                                    "(default http://HOST:PORT); actions get it as __OW_API_HOST")
     store: Literal["sqlite", "couchdb"] = "sqlite"
@@ -56,3 +62,7 @@ class GatewaySettings(BaseModel):
     max_payload_bytes: int = Field(1024 * 1024, gt=0)
     invocations_per_minute: int = Field(6000, ge=1)
     concurrent_invocations: int = Field(500, ge=1)
+    workers: int = Field(256, ge=2, le=4096, description="threads running activations (a namespace takes at "
+                         "most half); more activations queue, fairly by namespace")
+    shutdown_grace_s: float = Field(5.0, ge=0, description="on SIGTERM, how long running activations may finish "
+                                    "before they are recorded as failed")

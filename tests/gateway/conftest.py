@@ -48,7 +48,7 @@ def start_gateway(tmp: Path, **sections: dict[str, Any]) -> tuple[GatewayServer,
     settings = Settings(data_dir=tmp, gateway=gateway, platform=platform, **sections)
     service = Gateway.open(settings)
     identity = service.default_identity()
-    server = GatewayServer(service, "127.0.0.1", 0)
+    server = GatewayServer(service, "127.0.0.1", 0)  # HTTPS is tested in tests/gateway/test_tls.py
     server.start_background()
     running = RunningGateway(f"http://127.0.0.1:{server.port}", identity.auth, identity.namespace, service)
     return server, running

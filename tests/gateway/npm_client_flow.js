@@ -3,7 +3,8 @@
 const openwhisk = require('openwhisk');
 
 const name = process.argv[2];
-const ow = openwhisk({ apihost: process.env.OW_APIHOST, api_key: process.env.OW_AUTH });
+const ow = openwhisk({ apihost: process.env.OW_APIHOST, api_key: process.env.OW_AUTH,
+                     ignore_certs: process.env.OW_IGNORE_CERTS === 'true' });
 const code = "def main(args):\n    print('hi from', args.get('who'))\n    return {'hello': args.get('who', 'world')}\n";
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -188,3 +188,18 @@ def test_close_writes_everything_queued(backend: Backend) -> None:
     reopened = backend.activations()
     assert reopened.count("guest") == 300
     assert reopened.get("guest", records[-1]["activationId"]) == records[-1]
+
+
+def test_accepted_activations_are_unfinished_until_recorded_even_after_a_restart(backend: Backend) -> None:
+    store = backend.activations()
+    done, left = activation("guest", "hello", 1), activation("guest", "hello", 2)
+    for record in (done, left):
+        store.accept({"activationId": record["activationId"], "namespace": "guest", "name": "hello"}).result(10)
+    store.put(done).result(10)  # durable once the future completes
+    assert [e["activationId"] for e in store.unfinished()] == [left["activationId"]]
+    store.close()
+    reopened = backend.activations()
+    assert [e["activationId"] for e in reopened.unfinished()] == [left["activationId"]]
+    assert reopened.get("guest", done["activationId"]) == done
+    reopened.put(left).result(10)
+    assert reopened.unfinished() == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 from dataclasses import asdict
 from pathlib import Path
@@ -16,7 +17,6 @@ from urllib.parse import quote, urlencode
 
 from flask import Flask, jsonify, request
 from pydantic import BaseModel, ConfigDict, ValidationError
-from waitress.server import create_server
 
 from owx.gateway.admin.users import AdminError, UserKey, Users
 from owx.gateway.identity import Authenticator
@@ -68,24 +68,18 @@ def admin_app(users: Users, auth: Authenticator) -> Flask:
     return app
 
 
-class AdminServer:
-    """Serves :func:`admin_app` on the data dir's admin socket until closed."""
-
-    def __init__(self, data_dir: Path, users: Users, auth: Authenticator) -> None:
-        self.path = data_dir / SOCKET_NAME
-        self.path.unlink(missing_ok=True)  # left by a gateway that was killed
-        self._server = create_server(admin_app(users, auth), unix_socket=str(self.path), unix_socket_perms="600",
-                                     threads=2, ident="owx-admin")
-
-    def serve_forever(self) -> None:
-        try:
-            self._server.run()
-        except OSError:
-            pass  # closed under the loop
-
-    def close(self) -> None:
-        self._server.close()
-        self.path.unlink(missing_ok=True)
+def bind_admin_socket(data_dir: Path) -> socket.socket:
+    """The data dir's admin socket, listening, owner-only (one left by a killed gateway is replaced)."""
+    path = data_dir / SOCKET_NAME
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    return sock
 
 
 class _UnixConnection(http.client.HTTPConnection):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from concurrent.futures import TimeoutError as FutureTimeout
-
 from flask import Blueprint, jsonify, request
 
 from owx.gateway import errors
 from owx.gateway.api.request_args import caller, flag, gateway, json_object, model, namespace, paging
+from owx.gateway.deferred import Deferred, accepted, defer, json_response
 from owx.gateway.errors import ApiError
 from owx.gateway.models import ActionBody
 from owx.gateway.names import check_name, parse_relative
+from owx.gateway.pipeline.invoke import Completion
 
 blueprint = Blueprint("actions", __name__, url_prefix="/api/v1/namespaces/<ns>/actions")
 ACTIVATION_HEADER = "x-openwhisk-activation-id"
@@ -68,10 +68,10 @@ def invoke(ns: str, name: str):
     invocation = service.invoker.start(caller(), service.catalog.resolve(path), params)
     headers = {ACTIVATION_HEADER: invocation.activation_id}
     if not blocking:
-        return jsonify(activationId=invocation.activation_id), 202, headers
-    try:
-        done = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s)
-    except FutureTimeout:
-        return jsonify(activationId=invocation.activation_id), 202, headers
-    record = done.record
-    return jsonify(record["response"]["result"] if result_only else record), done.status, headers
+        return defer(accepted(invocation), headers)
+
+    def answer(done: Completion):
+        return json_response(done.record["response"]["result"] if result_only else done.record, done.status)
+
+    return defer(Deferred(invocation.done, answer, service.settings.gateway.blocking_wait_s, accepted(invocation)),
+                 headers)

@@ -10,7 +10,6 @@ from owx.gateway import errors
 from owx.gateway.api.request_args import flag, gateway, integer, namespace, paging
 from owx.gateway.errors import bad_request, not_found
 from owx.gateway.names import valid_name
-from owx.gateway.pipeline.records import summary
 
 blueprint = Blueprint("activations", __name__, url_prefix="/api/v1/namespaces/<ns>/activations")
 _ACTIVATION_ID = re.compile(r"\A[0-9a-f]{32}\Z")
@@ -52,7 +51,7 @@ def list_activations(ns: str):
     if package:
         path = f"{package}/{name}"
         found = [r for r in found if _path(r).endswith(path)]
-    return jsonify(found if docs else [summary(r) for r in found])
+    return jsonify(found)
 
 
 def _path(record: dict) -> str:

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import base64
 import json
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, request
 
 from owx.gateway import errors
 from owx.gateway.api.actions import ACTIVATION_HEADER
 from owx.gateway.api.request_args import gateway
 from owx.gateway.catalog import annotation
+from owx.gateway.deferred import Deferred, accepted, defer, json_response
 from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, check_name, check_namespace
+from owx.gateway.pipeline.invoke import Completion
 from owx.platform.types import APPLICATION_ERROR, SUCCESS
 
 blueprint = Blueprint("web", __name__, url_prefix="/api/v1/web")
@@ -93,30 +94,28 @@ def web_action(ns: str, package: str, rest: str):
     invocation = service.invoker.start(owner, resolved, _parameters(bool(annotation(resolved.doc, "raw-http")),
                                                                     extra_path))
     headers = {ACTIVATION_HEADER: invocation.activation_id}
-    try:
-        record = invocation.future.result(timeout=service.settings.gateway.blocking_wait_s).record
-    except FutureTimeout:
-        return jsonify(activationId=invocation.activation_id), 202, headers
-    status, result = record["response"]["status"], record["response"]["result"]
-    if status != SUCCESS:
-        code = 400 if status == APPLICATION_ERROR else 502
-        message = result.get("error") if isinstance(result, dict) else None
-        raise ApiError(code, message if isinstance(message, str) else json.dumps(message), headers)
-    return _respond(extension, result, headers)
+
+    def answer(done: Completion) -> Response:
+        status, result = done.record["response"]["status"], done.record["response"]["result"]
+        if status != SUCCESS:
+            code = 400 if status == APPLICATION_ERROR else 502
+            message = result.get("error") if isinstance(result, dict) else None
+            raise ApiError(code, message if isinstance(message, str) else json.dumps(message))
+        return _respond(extension, result)
+
+    return defer(Deferred(invocation.done, answer, service.settings.gateway.blocking_wait_s, accepted(invocation)),
+                 headers)
 
 
-def _respond(extension: str, result: Any, headers: dict[str, str]) -> Response:
+def _respond(extension: str, result: Any) -> Response:
     if extension == ".json":
-        response = jsonify(result)
-    elif extension == ".http":
-        response = _http(result)
-    else:
-        if not isinstance(result, dict) or "body" not in result:
-            raise bad_request(PROPERTY_MISSING)
-        mimetype = "text/html" if extension == ".html" else "text/plain"
-        response = Response(str(result["body"]), mimetype=mimetype)
-    response.headers.update(headers)
-    return response
+        return json_response(result)
+    if extension == ".http":
+        return _http(result)
+    if not isinstance(result, dict) or "body" not in result:
+        raise bad_request(PROPERTY_MISSING)
+    mimetype = "text/html" if extension == ".html" else "text/plain"
+    return Response(str(result["body"]), mimetype=mimetype)
 
 
 def _http(result: Any) -> Response:

@@ -1,13 +1,22 @@
-"""Invoke an action: resolve, admit, run on the platform (or as a sequence), record."""
+"""Invoke an action: admit, journal, run on the platform (or as a sequence), record durably.
+
+One straight line per activation, on a worker thread (:mod:`.workers`):
+
+1. :meth:`Invoker.start` admits it (throttles), journals it as accepted (durable before anyone
+   is answered for it: the next start records it as failed if this gateway dies) and queues it;
+2. the worker runs it on the platform (or on the runner an extension routed it to);
+3. :mod:`.records` builds its record, the store commits it (and drops the journal entry), and
+   only then does its completion resolve: an answer never names a record that could be lost.
+"""
 
 from __future__ import annotations
 
 import logging
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
 from owx.gateway.errors import bad_request
@@ -15,6 +24,8 @@ from owx.gateway.identity import Identity
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
+from owx.gateway.pipeline.records import ActionFacts
+from owx.gateway.pipeline.workers import FairWorkers
 from owx.gateway.stores import ActivationStore
 from owx.platform.interface import PlatformError
 from owx.platform.types import INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
@@ -22,6 +33,7 @@ from owx.settings import Settings
 
 log = logging.getLogger(__name__)
 PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g., reserved properties)."
+DURABLE_WAIT_S = 60.0
 
 
 class Runner(Protocol):
@@ -50,10 +62,33 @@ class Completion:
         return cls(record, platform_status or status)
 
 
+@dataclass
+class Activation:
+    """One activation on its way through the pipeline."""
+
+    id: str
+    identity: Identity
+    action: ResolvedAction
+    args: dict[str, Any]
+    cause: str | None = None
+    accepted_ms: int = field(default_factory=records.now_ms)
+
+    @property
+    def facts(self) -> ActionFacts:
+        return ActionFacts.of(self.action.doc, str(self.action.path))
+
+    def entry(self) -> dict[str, Any]:
+        return self.facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
+
+
 @dataclass(frozen=True)
 class Invocation:
+    """An admitted activation: ``accepted`` completes once it is journalled (durable), ``done`` once
+    its record is stored."""
+
     activation_id: str
-    future: Future[Completion]
+    accepted: Future[None]
+    done: Future[Completion]
 
 
 def _copy_result(outer: Future[Completion], inner: Future[Completion]) -> None:
@@ -82,27 +117,21 @@ def action_spec(resolved: ResolvedAction) -> ActionSpec:
 
 
 class Invoker:
-    """The pipeline behind ``POST .../actions/NAME`` and web actions."""
+    """The pipeline behind ``POST .../actions/NAME``, web actions and extensions' jobs."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        catalog: Catalog,
-        activations: ActivationStore,
-        runner: Runner,
-        throttle: Throttle,
-    ) -> None:
+    def __init__(self, settings: Settings, catalog: Catalog, activations: ActivationStore, runner: Runner,
+                 throttle: Throttle) -> None:
         self.settings = settings
         self.catalog = catalog
         self.activations = activations
         self.runner = runner
         self.throttle = throttle
+        self.max_result_bytes = settings.gateway.max_payload_bytes
         self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner, Gate | None]] = []
         self.api_host: str | None = settings.gateway.public_url  # set by the server once it listens
-        self._executor = ThreadPoolExecutor(settings.gateway.concurrent_invocations, thread_name_prefix="invoke")
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=False)
+        workers = settings.gateway.workers
+        self._workers = FairWorkers(workers, "owx-activation", per_key=max(1, workers // 2))
+        self._open: dict[str, Activation] = {}  # accepted, not yet recorded
 
     def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner, gate: Gate | None = None) -> None:
         """Send actions that ``accepts`` selects to ``runner`` instead of the platform (e.g. Canary's
@@ -113,50 +142,52 @@ class Invoker:
         """
         self.runners_by_annotation.append((accepts, runner, gate))
 
+    # -- admission -------------------------------------------------------------------------------
     def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Invocation:
-        """Admit and start one activation; its record arrives on the returned future."""
+        """Admit, journal and queue one activation."""
         if self._route(resolved)[1] is not None:
             return self.start_all(identity, resolved, [params])[0]
-        arguments = self._arguments(resolved, params)
+        activation = Activation(records.new_id(), identity, resolved, self._arguments(resolved, params))
         self.throttle.admit(identity.namespace)
-        activation_id = records.new_id()
         try:
-            future = self._executor.submit(self._admitted_run, identity, resolved, arguments, activation_id)
-        except RuntimeError:
+            accepted = self._accept(activation)
+            done = self._workers.submit(identity.namespace, partial(self._admitted_run, activation))
+        except BaseException:
+            self._open.pop(activation.id, None)
             self.throttle.release(identity.namespace)
             raise
-        return Invocation(activation_id, future)
+        return Invocation(activation.id, accepted, done)
 
-    def start_all(
-        self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
-        activation_ids: list[str] | None = None,
-    ) -> list[Invocation]:
+    def start_all(self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
+                  activation_ids: list[str] | None = None) -> list[Invocation]:
         """Queue activations that are admitted together (gang) when capacity allows; never 429
         for concurrency. Records arrive on the returned futures."""
-        arguments = [self._arguments(resolved, p) for p in params]
-        ids = activation_ids or [records.new_id() for _ in arguments]
+        ids = activation_ids or [records.new_id() for _ in params]
+        activations = [Activation(aid, identity, resolved, self._arguments(resolved, p)) for aid, p in zip(ids, params)]
         gate = self._route(resolved)[1]
-        invocations = [Invocation(aid, Future()) for aid in ids]
+        invocations = [Invocation(a.id, self._accept(a), Future()) for a in activations]
 
         def admitted() -> None:
-            for invocation, args in zip(invocations, arguments):
+            for invocation, activation in zip(invocations, activations):
                 try:
-                    inner = self._executor.submit(self._admitted_run, identity, resolved, args, invocation.activation_id)
+                    inner = self._workers.submit(identity.namespace, partial(self._admitted_run, activation))
                 except RuntimeError as exc:  # shutting down
                     self.throttle.release(identity.namespace)
-                    invocation.future.set_exception(exc)
+                    invocation.done.set_exception(exc)
                     continue
-                inner.add_done_callback(partial(_copy_result, invocation.future))
+                inner.add_done_callback(partial(_copy_result, invocation.done))
 
         reserve = (lambda: gate(resolved, ids)) if gate is not None else None
         self.throttle.enqueue(identity.namespace, len(ids), admitted, reserve)
         return invocations
 
-    def _admitted_run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str) -> Completion:
-        try:
-            return self.execute(identity, resolved, args, aid)
-        finally:
-            self.throttle.release(identity.namespace)
+    def load(self) -> tuple[int, int]:
+        """(activations running, activations queued for a worker)."""
+        return self._workers.load()
+
+    def _accept(self, activation: Activation) -> Future[None]:
+        self._open[activation.id] = activation
+        return self.activations.accept(activation.entry())
 
     @staticmethod
     def _arguments(resolved: ResolvedAction, params: dict[str, Any]) -> dict[str, Any]:
@@ -164,22 +195,24 @@ class Invoker:
             raise bad_request(PARAMETERS_NOT_ALLOWED)
         return {**resolved.parameters, **params}
 
-    def execute(
-        self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], activation_id: str,
-        cause: str | None = None,
-    ) -> Completion:
-        """Run one activation to its stored record (synchronously)."""
+    # -- execution --------------------------------------------------------------------------------
+    def _admitted_run(self, activation: Activation) -> Completion:
+        try:
+            return self.execute(activation)
+        finally:
+            self._open.pop(activation.id, None)
+            self.throttle.release(activation.identity.namespace)
+
+    def execute(self, activation: Activation) -> Completion:
+        """Run one activation to its durably stored record (synchronously)."""
         platform_status = None
-        if resolved.kind == "sequence":
-            record = self._sequence(identity, resolved, args, activation_id, cause)
+        if activation.action.kind == "sequence":
+            record = self._sequence(activation)
         else:
-            outcome, platform_status = self._run(identity, resolved, args, activation_id)
-            record = records.activation(
-                activation_id=activation_id, namespace=identity.namespace, action=resolved.doc,
-                path=str(resolved.path), outcome=outcome, max_result_bytes=self.settings.gateway.max_payload_bytes,
-                cause=cause, extra_annotations=outcome.annotations,
-            )
-        self.activations.put(record)
+            outcome, platform_status = self._run(activation)
+            record = records.build(activation.id, activation.identity.namespace, activation.facts, outcome,
+                                   self.max_result_bytes, activation.cause)
+        self.activations.put(record).result(DURABLE_WAIT_S)
         return Completion.of(record, platform_status)
 
     def _route(self, resolved: ResolvedAction) -> tuple[Runner, Gate | None]:
@@ -188,63 +221,69 @@ class Invoker:
                 return runner, gate
         return self.runner, None
 
-    def _run(self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any],
-             aid: str) -> tuple[RunOutcome, int | None]:
+    def _run(self, activation: Activation) -> tuple[RunOutcome, int | None]:
         """The activation's outcome, and the status to answer when the platform could not run it."""
+        resolved = activation.action
         spec = action_spec(resolved)
-        now_ms = int(time.time() * 1000)
+        now_ms = records.now_ms()
         request = RunRequest(
-            value=args,
-            namespace=identity.namespace,
+            value=activation.args,
+            namespace=activation.identity.namespace,
             action_name=resolved.path.fqn,
-            activation_id=aid,
-            transaction_id=aid,
+            activation_id=activation.id,
+            transaction_id=activation.id,
             deadline_ms=now_ms + spec.timeout_ms,
-            api_key=identity.auth if annotation(resolved.doc, "provide-api-key") else None,
+            api_key=activation.identity.auth if annotation(resolved.doc, "provide-api-key") else None,
             api_host=self.api_host,
         )
         try:
             return self._route(resolved)[0].run(spec, request), None
         except PlatformError as exc:  # an upstream that is away, throttles or refuses owx's key
-            log.warning("activation %s: %s", aid, exc)
-            end_ms = int(time.time() * 1000)
-            return RunOutcome(INTERNAL_ERROR, {"error": str(exc)}, [], now_ms, end_ms), exc.status
+            log.warning("activation %s: %s", activation.id, exc)
+            return RunOutcome(INTERNAL_ERROR, {"error": str(exc)}, [], now_ms, records.now_ms()), exc.status
         except Exception as exc:  # the platform failed, not the action
-            log.exception("activation %s failed inside the platform", aid)
-            end_ms = int(time.time() * 1000)
-            return RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms, end_ms), None
+            log.exception("activation %s failed inside the platform", activation.id)
+            return RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms,
+                              records.now_ms()), None
 
-    def _sequence(
-        self, identity: Identity, resolved: ResolvedAction, args: dict[str, Any], aid: str, cause: str | None
-    ) -> dict[str, Any]:
-        start_ms = int(time.time() * 1000)
+    def _sequence(self, activation: Activation) -> dict[str, Any]:
+        """Run the components in order, each with the previous result; the sequence's record ends
+        with the last one run, lists the components' activation ids as its logs, and lasts as long as
+        they did together (OpenWhisk's)."""
+        start_ms = records.now_ms()
         component_ids: list[str] = []
-        duration = 0
-        value, last = args, None
-        for reference in resolved.doc["exec"]["components"]:
-            component = self.catalog.resolve(parse_fqn(reference, identity.namespace))
-            child_id = records.new_id()
-            last = self.execute(identity, component, {**component.parameters, **value}, child_id, cause=aid).record
-            component_ids.append(child_id)
+        duration, value, last = 0, activation.args, None
+        for reference in activation.action.doc["exec"]["components"]:
+            component = self.catalog.resolve(parse_fqn(reference, activation.identity.namespace))
+            child = Activation(records.new_id(), activation.identity, component, {**component.parameters, **value},
+                               cause=activation.id)
+            last = self.execute(child).record
+            component_ids.append(child.id)
             duration += last["duration"]
             if not last["response"]["success"]:
                 break
             value = last["response"]["result"]
-        end_ms = int(time.time() * 1000)
-        response = last["response"] if last else records.response("success", args, self.settings.gateway.max_payload_bytes)
-        annotations = [
-            {"key": "topmost", "value": cause is None},
-            {"key": "path", "value": str(resolved.path)},
-            {"key": "kind", "value": "sequence"},
-            {"key": "limits", "value": resolved.limits},
-            {"key": "waitTime", "value": 0},
-        ]
-        record = {
-            "activationId": aid, "namespace": identity.namespace, "name": resolved.doc["name"],
-            "subject": identity.namespace, "version": resolved.doc.get("version", "0.0.1"), "publish": False,
-            "start": start_ms, "end": end_ms, "duration": duration,
-            "response": response, "logs": component_ids, "annotations": annotations,
-        }
-        if cause:
-            record["cause"] = cause
-        return record
+        status, result = (last["response"]["status"], last["response"]["result"]) if last else (SUCCESS, activation.args)
+        outcome = RunOutcome(status, result, component_ids, start_ms, records.now_ms(),
+                             annotations=[{"key": "topmost", "value": activation.cause is None}])
+        return records.build(activation.id, activation.identity.namespace, activation.facts, outcome,
+                             self.max_result_bytes, activation.cause, duration_ms=duration)
+
+    # -- stopping and recovery ---------------------------------------------------------------------
+    def close(self, grace_s: float) -> None:
+        """Stop: give what runs ``grace_s``, then record every accepted activation that is still not
+        finished (queued, waiting for admission, running) as failed, so none anyone was answered for
+        is left unrecorded. Their later outcomes are ignored (a record's first write wins)."""
+        self._workers.shutdown(grace_s)
+        for activation in list(self._open.values()):
+            self.activations.put(records.unfinished(activation.entry(), records.GATEWAY_STOPPED, self.max_result_bytes))
+        self._open.clear()
+
+    def recover(self) -> int:
+        """Record as failed the activations a gateway that died had accepted and not finished."""
+        left = self.activations.unfinished()
+        for entry in left:
+            self.activations.put(records.unfinished(entry, records.GATEWAY_DIED, self.max_result_bytes))
+        if left:
+            log.warning("recorded %d activations left unfinished by a gateway that died", len(left))
+        return len(left)

@@ -34,10 +34,17 @@ class ActionFailed(Exception):
 
 
 class Client:
-    """``apihost`` and ``auth`` default to ``~/.wskprops`` (or ``__OW_API_HOST``/``__OW_API_KEY``)."""
+    """``apihost`` and ``auth`` default to ``~/.wskprops`` (or ``__OW_API_HOST``/``__OW_API_KEY``).
 
-    def __init__(self, apihost: str | None = None, auth: str | None = None, namespace: str = "_") -> None:
+    HTTPS certificates are verified: against ``ca`` (a PEM file) when given, else against the CA
+    ``owx up`` wrote into ``~/.wskprops`` with its apihost, else the system's; ``insecure=True``
+    (as ``wsk -i``) skips the check.
+    """
+
+    def __init__(self, apihost: str | None = None, auth: str | None = None, namespace: str = "_",
+                 ca: str | None = None, insecure: bool = False) -> None:
         props = wskprops.read()
+        from_props = not apihost and not os.environ.get("__OW_API_HOST")
         host = apihost or os.environ.get("__OW_API_HOST") or props.get("APIHOST")
         key = auth or os.environ.get("__OW_API_KEY") or props.get("AUTH")
         if not host or not key:
@@ -46,6 +53,9 @@ class Client:
         self.namespace = namespace
         self.session = requests.Session()
         self.session.auth = tuple(key.split(":", 1))  # type: ignore[assignment]
+        owx_ca = props.get(wskprops.CA_KEY) if from_props else None
+        # per request: a session's own setting loses to REQUESTS_CA_BUNDLE in requests
+        self.verify: bool | str = False if insecure else (ca or owx_ca or True)
         self._pollers = ThreadPoolExecutor(32, thread_name_prefix="owx-sdk-poll")
 
     def _url(self, collection: str, name: str = "") -> str:
@@ -53,7 +63,7 @@ class Client:
         return f"{base}/{quote(name)}" if name else base
 
     def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        response = self.session.request(method, url, timeout=kwargs.pop("timeout", 330), **kwargs)
+        response = self.session.request(method, url, timeout=kwargs.pop("timeout", 330), verify=self.verify, **kwargs)
         if response.status_code >= 400 and response.status_code != 502:
             try:
                 body = response.json()

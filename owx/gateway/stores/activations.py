@@ -27,6 +27,22 @@ class ActivationRow:
     text: str
 
 
+@dataclass(frozen=True)
+class AcceptedRow:
+    """An activation answered for (202 or about to run) but not recorded yet: after a crash, the
+    next start records it as failed from this entry (a JSON object: namespace, name, path, ...)."""
+
+    activation_id: str
+    namespace: str
+    text: str
+
+
+def to_accepted(entry: dict[str, Any]) -> AcceptedRow:
+    """Validate an accepted-activation entry (``activationId``, ``namespace`` required)."""
+    activation_id = check_activation_id(entry.get("activationId"))
+    return AcceptedRow(activation_id, check_namespace(entry.get("namespace")), encode_doc(entry, "accepted activation"))
+
+
 def filter_name(doc: dict[str, Any]) -> str:
     """The name `ActivationStore.list(name=...)` matches: ``pkg/action`` when the ``path``
     annotation is ``ns/pkg/action`` (as OpenWhisk's filter view), else ``doc["name"]``."""

@@ -7,6 +7,7 @@ Both are used from many threads at once; every implementation is thread-safe.
 from __future__ import annotations
 
 import builtins
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -87,13 +88,21 @@ class ActivationStore(Protocol):
     """OpenWhisk activation records, written behind: `put` returns at once and a single
     writer thread commits in batches. Reads see every record put before them."""
 
-    def put(self, doc: dict[str, Any]) -> None:
-        """Queue one record (``activationId``, ``namespace``, ``name``, ``start`` required).
+    def put(self, doc: dict[str, Any]) -> Future[None]:
+        """Queue one record (``activationId``, ``namespace``, ``name``, ``start`` required); the
+        future completes once it is committed (and its accepted entry, if any, is gone).
 
         Records are immutable: a second put of the same ``activationId`` is ignored (the
         first write wins, which exactly-once commits rely on). Bad records raise
         `InvalidInput` here, synchronously. If the backlog is full because the database
         is unreachable, raises `StoreUnavailable`."""
+
+    def accept(self, entry: dict[str, Any]) -> Future[None]:
+        """Journal an activation owx answered for but has not recorded yet (``activationId``,
+        ``namespace`` and what a failed record needs); the future completes once it is durable."""
+
+    def unfinished(self) -> builtins.list[dict[str, Any]]:
+        """Journalled entries whose activation has no record (left by a gateway that died)."""
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         """The full record if it belongs to ``namespace``, else None."""

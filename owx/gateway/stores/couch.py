@@ -25,13 +25,14 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import couchdb
 import couchdb.http
 
-from owx.gateway.stores.activations import ActivationRow, summary, to_row
+from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary, to_accepted, to_row
 from owx.gateway.stores.base import (
     AUTH_COLLECTION,
     AUTH_UUID_FIELD,
@@ -56,12 +57,13 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import WriteBehind, WriterOptions
+from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions
 
 log = logging.getLogger(__name__)
 
 _DB_NAME = re.compile(r"[a-z][a-z0-9_$()+/-]*")
 _DESIGN = "owx"
+ACCEPTED_PREFIX = "accepted:"  # ids of accepted-activation entries (they carry no record: no view lists them)
 
 _ENTITY_VIEWS = {
     "by_updated": {
@@ -336,25 +338,27 @@ class CouchActivationStore:
         self._closed = False
         self._close_lock = threading.Lock()
 
-    def _commit(self, rows: builtins.list[ActivationRow]) -> None:
-        docs = []
+    def _commit(self, rows: builtins.list[Row]) -> None:
+        docs: list[dict[str, Any]] = []
         for row in rows:
+            if isinstance(row, AcceptedRow):
+                docs.append({"_id": ACCEPTED_PREFIX + row.activation_id, "namespace": row.namespace,
+                             "accepted": json.loads(row.text)})
+                continue
             record = json.loads(row.text)
-            docs.append(
-                {
-                    "_id": row.activation_id,
-                    "namespace": row.namespace,
-                    "name": row.name,
-                    "start": row.start,
-                    "summary": summary(record),
-                    "record": record,
-                }
-            )
+            docs.append({"_id": row.activation_id, "namespace": row.namespace, "name": row.name,
+                         "start": row.start, "summary": summary(record), "record": record})
         with self._couch.errors():
             results = self._db.update(docs)
-        for ok, doc_id, detail in results:
-            if not ok and not isinstance(detail, couchdb.http.ResourceConflict):  # a conflict is a duplicate id
-                log.error("CouchDB refused activation record %s: %s; it is dropped", doc_id, detail)
+            for ok, doc_id, detail in results:
+                if not ok and not isinstance(detail, couchdb.http.ResourceConflict):  # a conflict is a duplicate id
+                    log.error("CouchDB refused activation document %s: %s; it is dropped", doc_id, detail)
+            recorded = [ACCEPTED_PREFIX + r.activation_id for r in rows if isinstance(r, ActivationRow)]
+            entries = self._db.view("_all_docs", keys=recorded).rows if recorded else []
+            gone = [{"_id": e.id, "_rev": e.value["rev"], "_deleted": True} for e in entries
+                    if e.value and not e.value.get("deleted")]
+            if gone:
+                self._db.update(gone)
 
     @contextlib.contextmanager
     def _call(self) -> Iterator[None]:
@@ -363,8 +367,21 @@ class CouchActivationStore:
         with self._couch.errors():
             yield
 
-    def put(self, doc: dict[str, Any]) -> None:
-        self._writer.submit(to_row(doc))
+    def put(self, doc: dict[str, Any]) -> Future[None]:
+        return self._writer.submit(to_row(doc))
+
+    def accept(self, entry: dict[str, Any]) -> Future[None]:
+        return self._writer.submit(to_accepted(entry))
+
+    def unfinished(self) -> builtins.list[dict[str, Any]]:
+        self._writer.flush(self._read_flush_timeout_s)
+        with self._call():
+            rows = self._db.view("_all_docs", startkey=ACCEPTED_PREFIX, endkey=ACCEPTED_PREFIX + "\ufff0",
+                                 include_docs=True).rows
+            entries = [row.doc["accepted"] for row in rows]
+            recorded = {row.id for row in self._db.view("_all_docs", keys=[e["activationId"] for e in entries]).rows
+                        if row.value and not row.value.get("deleted")}
+        return [e for e in entries if e["activationId"] not in recorded]
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))

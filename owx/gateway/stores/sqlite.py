@@ -15,10 +15,11 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from owx.gateway.stores.activations import ActivationRow, summary, to_row
+from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary, to_accepted, to_row
 from owx.gateway.stores.base import AUTH_COLLECTION, AUTH_UUID_FIELD, Conflict, Entity, StoreUnavailable
 from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.validation import (
@@ -35,7 +36,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import WriteBehind, WriterOptions
+from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions
 
 _ENTITY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -62,6 +63,10 @@ CREATE TABLE IF NOT EXISTS activations (
 );
 CREATE INDEX IF NOT EXISTS activations_by_start ON activations (namespace, start DESC, activation_id DESC);
 CREATE INDEX IF NOT EXISTS activations_by_name ON activations (namespace, name, start DESC, activation_id DESC);
+CREATE TABLE IF NOT EXISTS accepted (
+    activation_id TEXT PRIMARY KEY,
+    entry         TEXT NOT NULL
+);
 """
 
 
@@ -271,12 +276,19 @@ class SQLiteActivationStore:
         self._writer = WriteBehind(self._commit, f"owx-activations-{path.name}", writer)
         self._closed = False
 
-    def _commit(self, rows: builtins.list[ActivationRow]) -> None:
+    def _commit(self, rows: builtins.list[Row]) -> None:
+        records = [r for r in rows if isinstance(r, ActivationRow)]
         with _sqlite_errors(self._db.path), _transaction(self._write_conn):
             self._write_conn.executemany(
-                "INSERT OR IGNORE INTO activations VALUES (?, ?, ?, ?, ?)",
-                [(r.activation_id, r.namespace, r.name, r.start, r.text) for r in rows],
+                "INSERT OR IGNORE INTO accepted VALUES (?, ?)",
+                [(r.activation_id, r.text) for r in rows if isinstance(r, AcceptedRow)],
             )
+            self._write_conn.executemany(
+                "INSERT OR IGNORE INTO activations VALUES (?, ?, ?, ?, ?)",
+                [(r.activation_id, r.namespace, r.name, r.start, r.text) for r in records],
+            )
+            self._write_conn.executemany("DELETE FROM accepted WHERE activation_id=?",
+                                         [(r.activation_id,) for r in records])
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
         with self._lock, _sqlite_errors(self._db.path):
@@ -284,8 +296,17 @@ class SQLiteActivationStore:
                 raise StoreUnavailable("activation store is closed")
             return self._read_conn.execute(sql, args).fetchall()
 
-    def put(self, doc: dict[str, Any]) -> None:
-        self._writer.submit(to_row(doc))
+    def put(self, doc: dict[str, Any]) -> Future[None]:
+        return self._writer.submit(to_row(doc))
+
+    def accept(self, entry: dict[str, Any]) -> Future[None]:
+        return self._writer.submit(to_accepted(entry))
+
+    def unfinished(self) -> builtins.list[dict[str, Any]]:
+        self._writer.flush(self._read_flush_timeout_s)
+        rows = self._query("SELECT entry FROM accepted WHERE activation_id NOT IN "
+                           "(SELECT activation_id FROM activations)", ())
+        return [json.loads(text) for (text,) in rows]
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))

@@ -1,28 +1,33 @@
 """Write-behind of activation records: callers queue, one writer thread commits batches.
 
-A queued record stays readable until its batch is committed, so reads see
-every record put before them. Failed commits are retried with backoff; the queue is
-bounded, so a database that stays down turns into `StoreUnavailable` at `submit`
-instead of unbounded memory.
+What is queued: records (``ActivationRow``) and accepted-activation entries (``AcceptedRow``,
+the crash journal). Each write returns a future that completes when its batch is committed,
+so a caller can answer only once what it answers for is durable, while one commit serves
+many callers (group commit). A queued record stays readable until its batch is committed,
+so reads see every record put before them. Failed commits are retried with backoff; the queue
+is bounded, so a database that stays down turns into `StoreUnavailable` at `submit` instead of
+unbounded memory.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
-from owx.gateway.stores.activations import ActivationRow
+from owx.gateway.stores.activations import AcceptedRow, ActivationRow
 from owx.gateway.stores.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-Commit = Callable[[list[ActivationRow]], None]
+Row = Union[ActivationRow, AcceptedRow]
+Commit = Callable[[list[Row]], None]
 Fetch = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 
 
@@ -30,17 +35,18 @@ Fetch = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 class WriterOptions:
     """Bounds of the write-behind queue."""
 
-    max_pending: int = 50_000  # queued records before `put` waits, then fails
-    max_batch: int = 500  # records per commit
-    submit_wait_s: float = 5.0  # how long `put` waits for room in a full queue
+    max_pending: int = 50_000  # queued rows before `submit` waits, then fails
+    max_batch: int = 500  # rows per commit
+    submit_wait_s: float = 5.0  # how long `submit` waits for room in a full queue
     close_wait_s: float = 30.0  # how long `close` keeps retrying to write what is queued
 
 
 class WriteBehind:
-    """A bounded queue of `ActivationRow` drained by one thread calling ``commit(batch)``.
+    """A bounded queue of rows drained by one thread calling ``commit(batch)``.
 
-    ``commit`` must be idempotent per row (rows whose ``activation_id`` exists are
-    skipped), since a batch whose commit raised is retried whole.
+    ``commit`` must be idempotent per row (records whose ``activation_id`` exists are skipped,
+    accepted entries likewise), since a batch whose commit raised is retried whole. It writes
+    a batch's accepted entries before its records and drops the entries of recorded activations.
     """
 
     def __init__(self, commit: Commit, name: str, options: WriterOptions | None = None) -> None:
@@ -50,7 +56,8 @@ class WriteBehind:
         self._max_batch = options.max_batch
         self._submit_wait_s = options.submit_wait_s
         self._close_wait_s = options.close_wait_s
-        self._pending: dict[str, tuple[int, ActivationRow]] = {}
+        self._queue: deque[tuple[int, Row, Future[None]]] = deque()
+        self._records: dict[str, ActivationRow] = {}  # queued records, readable until committed
         self._cond = threading.Condition()
         self._seq = 0
         self._committed = 0
@@ -60,22 +67,26 @@ class WriteBehind:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, row: ActivationRow) -> None:
-        """Queue ``row`` unless a row with its id is already queued (first write wins)."""
+    def submit(self, row: Row) -> Future[None]:
+        """Queue ``row``; the future completes when it is committed. A record whose id is already
+        queued is not queued again (first write wins): its future completes with the first."""
         with self._cond:
-            if not self._cond.wait_for(
-                lambda: len(self._pending) < self._max_pending or self._closing, self._submit_wait_s
-            ):
+            if not self._cond.wait_for(lambda: len(self._queue) < self._max_pending or self._closing,
+                                       self._submit_wait_s):
                 raise StoreUnavailable(
-                    f"{len(self._pending)} activation records wait to be written; last error: {self._last_error}"
-                )
+                    f"{len(self._queue)} activation records wait to be written; last error: {self._last_error}")
             if self._closing:
                 raise StoreUnavailable("activation store is closed")
-            if row.activation_id in self._pending:
-                return
+            done: Future[None] = Future()
+            if isinstance(row, ActivationRow):
+                if row.activation_id in self._records:
+                    done.set_result(None)
+                    return done
+                self._records[row.activation_id] = row
             self._seq += 1
-            self._pending[row.activation_id] = (self._seq, row)
+            self._queue.append((self._seq, row, done))
             self._cond.notify_all()
+            return done
 
     def read(self, activation_id: str, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:
         """(namespace, record) of ``activation_id``: the committed one first (first write
@@ -90,8 +101,8 @@ class WriteBehind:
         return found or self._queued(activation_id) or fetch(activation_id)
 
     def _queued(self, activation_id: str) -> tuple[str, dict[str, Any]] | None:
-        entry = self._pending.get(activation_id)
-        return None if entry is None else (entry[1].namespace, json.loads(entry[1].text))
+        row = self._records.get(activation_id)
+        return None if row is None else (row.namespace, json.loads(row.text))
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything submitted before this call is committed."""
@@ -100,8 +111,7 @@ class WriteBehind:
             if not self._cond.wait_for(lambda: self._committed >= target, timeout):
                 raise StoreUnavailable(
                     f"{target - self._committed} activation records not yet written within {timeout} s; "
-                    f"last error: {self._last_error}"
-                )
+                    f"last error: {self._last_error}")
 
     def close(self) -> None:
         """Refuse new rows, write the queued ones (waiting up to ``close_wait_s``), stop."""
@@ -113,22 +123,22 @@ class WriteBehind:
             self._cond.notify_all()
         # a commit in progress may take its own timeout
         self._thread.join(self._close_wait_s + 15.0)
-        left = len(self._pending)
+        left = len(self._queue)
         if left:
             raise StoreUnavailable(f"{left} activation records could not be written: {self._last_error}")
 
-    def _next_batch(self) -> list[tuple[int, ActivationRow]] | None:
+    def _next_batch(self) -> list[tuple[int, Row, Future[None]]] | None:
         with self._cond:
-            self._cond.wait_for(lambda: self._pending or self._closing)
-            if not self._pending:
+            self._cond.wait_for(lambda: self._queue or self._closing)
+            if not self._queue:
                 return None  # closing and drained
-            return list(itertools.islice(self._pending.values(), self._max_batch))
+            return [self._queue[i] for i in range(min(self._max_batch, len(self._queue)))]
 
     def _run(self) -> None:
         backoff = 0.0
         while (batch := self._next_batch()) is not None:
             try:
-                self._commit([row for _, row in batch])
+                self._commit([row for _, row, _ in batch])
             except Exception as err:  # noqa: BLE001  the writer must outlive any failure: keep the rows, retry
                 with self._cond:
                     self._last_error = err
@@ -140,8 +150,13 @@ class WriteBehind:
                 continue
             backoff = 0.0
             with self._cond:
-                for _, row in batch:
-                    self._pending.pop(row.activation_id, None)
+                for _ in batch:
+                    self._queue.popleft()
+                for _, row, _ in batch:
+                    if isinstance(row, ActivationRow):
+                        self._records.pop(row.activation_id, None)
                 self._committed = batch[-1][0]
                 self._last_error = None
                 self._cond.notify_all()
+            for _, _, done in batch:
+                done.set_result(None)

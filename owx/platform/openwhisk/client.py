@@ -58,7 +58,7 @@ class UpstreamClient:
         self.namespace = quote(settings.namespace, safe="")
         self.session = requests.Session()
         self.session.auth = tuple(settings.auth.split(":", 1))  # type: ignore[assignment]
-        self.session.verify = not settings.insecure
+        self.verify = not settings.insecure  # per request: a session's own setting loses to REQUESTS_CA_BUNDLE
         if not settings.keep_alive:
             self.session.headers["Connection"] = "close"
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE)
@@ -112,7 +112,8 @@ class UpstreamClient:
 
     def _send(self, method: str, url: str, params: dict[str, str] | None, body: Any, timeout: float) -> Answer:
         try:
-            response = self.session.request(method, url, params=params, json=body, timeout=(self.settings.timeout_s, timeout))
+            response = self.session.request(method, url, params=params, json=body, verify=self.verify,
+                                            timeout=(self.settings.timeout_s, timeout))
         except requests.RequestException as exc:
             if _sent(exc):
                 raise UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}") from exc

@@ -1,0 +1,50 @@
+"""Answers that wait without holding a server thread.
+
+A Flask view that must wait for an activation (a blocking invoke, a web action) returns
+:func:`defer` of a :class:`Deferred`: the view's thread is free at once, and the server's event
+loop awaits the future and then renders the answer (:mod:`owx.gateway.asgi`). So one tenant's
+blocking invocations, however many and however slow, never take the threads other requests need.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from flask import request
+from werkzeug.wrappers import Response
+
+from owx.gateway.pipeline.invoke import Invocation
+
+ENVIRON_KEY = "owx.deferred"
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """Wait for ``future`` (at most ``timeout_s``), then answer ``render(result)``; on timeout, answer
+    what ``on_timeout`` waits for and renders instead. Renderers build werkzeug responses without
+    an application context (plain ``json``) and may raise ``ApiError``."""
+
+    future: Future[Any]
+    render: Callable[[Any], Response]
+    timeout_s: float | None = None
+    on_timeout: "Deferred | None" = None
+
+
+def defer(deferred: Deferred, headers: dict[str, str] | None = None) -> Response:
+    """Hand ``deferred`` to the server; the view returns this placeholder (its headers are kept)."""
+    request.environ[ENVIRON_KEY] = deferred
+    return Response(status=204, headers=headers)
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    """A compact JSON answer built without an application context (for renderers)."""
+    return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json")
+
+
+def accepted(invocation: Invocation) -> Deferred:
+    """202 ``{activationId}`` once the activation is journalled (it can no longer be lost)."""
+    return Deferred(invocation.accepted, lambda _: json_response({"activationId": invocation.activation_id}, 202))

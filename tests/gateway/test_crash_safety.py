@@ -1,0 +1,119 @@
+"""Nothing answered for is lost: a gateway killed under load, a gateway stopped with work in flight,
+and blocking waits that never hold the threads other requests need."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.gateway.pipeline.records import GATEWAY_DIED, GATEWAY_STOPPED
+
+SLEEPER = "import time\ndef main(args):\n    time.sleep(args.get('s', 0.2))\n    return {'slept': args.get('s', 0.2)}\n"
+
+
+def create(gateway: GatewayProcess, name: str) -> None:
+    answer = gateway.session().put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": SLEEPER}})
+    assert answer.ok, answer.text
+
+
+def record(gateway: GatewayProcess, activation_id: str, timeout_s: float = 30) -> dict:
+    http, deadline = gateway.session(), time.monotonic() + timeout_s
+    while (answer := http.get(gateway.api(f"activations/{activation_id}"))).status_code == 404:
+        assert time.monotonic() < deadline, f"activation {activation_id} was never recorded"
+        time.sleep(0.1)
+    return answer.json()
+
+
+def test_a_gateway_killed_under_load_loses_no_activation_it_answered_for(tmp_path) -> None:
+    gateway = start_gateway_process(tmp_path / "killed", env={"OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "100000"})
+    name = f"load-{uuid.uuid4().hex[:6]}"
+    create(gateway, name)
+    answers: list[tuple[int, str]] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def client(blocking: bool) -> None:
+        http = gateway.session()
+        while not stop.is_set():
+            try:
+                response = http.post(gateway.api(f"actions/{name}"), params={"blocking": str(blocking).lower()},
+                                     json={"s": 0.3}, timeout=30)
+            except requests.ConnectionError:
+                return  # the gateway is gone: this request was never answered
+            with lock:
+                answers.append((response.status_code, response.headers["x-openwhisk-activation-id"]))
+
+    with ThreadPoolExecutor(6) as pool:
+        for i in range(6):
+            pool.submit(client, i % 2 == 0)
+        time.sleep(3)
+        gateway.kill()  # SIGKILL: no goodbye
+        stop.set()
+    assert {status for status, _ in answers} >= {200, 202}
+    gateway.restart()
+    try:
+        failed = 0
+        for status, activation_id in answers:
+            found = record(gateway, activation_id)
+            if status == 200:
+                assert found["response"]["success"], found["response"]
+            elif not found["response"]["success"]:
+                assert found["response"]["result"]["error"] == GATEWAY_DIED
+                failed += 1
+        assert failed > 0  # some 202s were still running when it died: recorded as failed, not 404 forever
+    finally:
+        gateway.stop()
+
+
+def test_sigterm_stops_within_ten_seconds_and_records_what_was_unfinished(tmp_path) -> None:
+    gateway = start_gateway_process(tmp_path / "stopped", env={"OWX_GATEWAY__WORKERS": "2"})
+    name = f"long-{uuid.uuid4().hex[:6]}"
+    create(gateway, name)
+    http = gateway.session()
+    ids = [http.post(gateway.api(f"actions/{name}"), json={"s": 60}).json()["activationId"] for _ in range(4)]
+    time.sleep(1.0)  # two run (a namespace gets at most half of two workers: one), the rest queue
+    started = time.monotonic()
+    gateway.process.terminate()
+    try:
+        gateway.process.wait(10)
+    except subprocess.TimeoutExpired:
+        gateway.kill()
+        raise AssertionError("the gateway did not stop within 10 s of SIGTERM")
+    assert time.monotonic() - started < 10
+    gateway.restart()
+    try:
+        for activation_id in ids:
+            found = record(gateway, activation_id)
+            assert not found["response"]["success"]
+            assert found["response"]["result"]["error"] == GATEWAY_STOPPED
+    finally:
+        gateway.stop()
+
+
+def test_blocking_invokes_of_one_tenant_do_not_hold_the_threads_others_need(tmp_path) -> None:
+    gateway = start_gateway_process(tmp_path / "threads", env={"OWX_GATEWAY__HTTP_THREADS": "2",
+                                                               "OWX_PLATFORM__USER_MEMORY_MB": "4096"})
+    try:
+        name = f"slow-{uuid.uuid4().hex[:6]}"
+        create(gateway, name)
+        created = subprocess.run(["owx", "admin", "--data-dir", str(gateway.data_dir), "user", "create", "other"],
+                                 capture_output=True, text=True, timeout=60)
+        assert created.returncode == 0, created.stderr
+        other = requests.Session()
+        other.auth = tuple(created.stdout.strip().split(":", 1))
+        with ThreadPoolExecutor(12) as pool:
+            waits = [pool.submit(gateway.session().post, gateway.api(f"actions/{name}"),
+                                 params={"blocking": "true"}, json={"s": 4}) for _ in range(12)]
+            time.sleep(1.0)  # twelve blocking waits are pending on a server of two threads
+            asked = time.monotonic()
+            listing = other.get(gateway.api("actions"), timeout=30)
+            answered = time.monotonic() - asked
+            assert listing.status_code == 200 and answered < 2.0, answered  # not after the 4 s sleeps
+            assert all(w.result().status_code == 200 for w in waits)
+    finally:
+        gateway.stop()

@@ -1,0 +1,61 @@
+"""HTTPS: ``owx up`` serves it with a certificate it makes (and a CA clients can verify it with)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.gateway.sdk import Client
+
+NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
+FLOW = Path(__file__).with_name("npm_client_flow.js")
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory) -> GatewayProcess:
+    running = start_gateway_process(tmp_path_factory.mktemp("tls"))
+    yield running
+    running.stop()
+
+
+def npm_flow(gateway: GatewayProcess, **env: str) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "OW_APIHOST": gateway.tls_url, "OW_AUTH": gateway.auth,
+               "NODE_PATH": str(NPM_DIR / "node_modules"), **env}
+    return subprocess.run(["node", str(FLOW), f"tls-{uuid.uuid4().hex[:8]}"], capture_output=True, text=True,
+                          env=environ, timeout=180)
+
+
+def test_the_npm_client_works_over_https_with_ignore_certs_and_with_the_ca(gateway: GatewayProcess) -> None:
+    assert gateway.tls_url and gateway.tls_url.startswith("https://")
+    insecure = npm_flow(gateway, OW_IGNORE_CERTS="true")
+    assert insecure.returncode == 0, insecure.stderr
+    assert json.loads(insecure.stdout)["result"] == {"hello": "npm"}
+    verified = npm_flow(gateway, NODE_EXTRA_CA_CERTS=str(gateway.data_dir / "tls" / "ca.pem"))
+    assert verified.returncode == 0, verified.stderr
+    refused = npm_flow(gateway)  # neither: the self-signed certificate must be refused
+    assert refused.returncode != 0 and "certificate" in refused.stderr.lower()
+
+
+def test_the_sdk_verifies_with_the_ca_it_is_given(gateway: GatewayProcess) -> None:
+    ca = str(gateway.data_dir / "tls" / "ca.pem")
+    client = Client(apihost=gateway.tls_url, auth=gateway.auth, ca=ca)
+    assert client.put_action("tls-sdk", "def main(a):\n    return {'ok': True}\n")["name"] == "tls-sdk"
+    with pytest.raises(requests.exceptions.SSLError):
+        Client(apihost=gateway.tls_url, auth=gateway.auth).list_actions()  # the system's CAs do not know it
+    insecure = Client(apihost=gateway.tls_url, auth=gateway.auth, insecure=True)
+    assert "tls-sdk" in [a["name"] for a in insecure.list_actions()]
+
+
+def test_http_and_https_serve_the_same_gateway(gateway: GatewayProcess) -> None:
+    ca = str(gateway.data_dir / "tls" / "ca.pem")
+    plain = requests.get(f"{gateway.url}/api/v1/namespaces", auth=tuple(gateway.auth.split(":")))
+    secure = requests.get(f"{gateway.tls_url}/api/v1/namespaces", auth=tuple(gateway.auth.split(":")), verify=ca)
+    assert plain.json() == secure.json() == ["guest"]
+    assert oct((gateway.data_dir / "tls" / "server-key.pem").stat().st_mode & 0o777) == "0o600"
