@@ -13,6 +13,7 @@ from owx.gateway.extensions import Extension
 from owx.gateway.identity import Authenticator, Identity
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.invoke import Invoker
+from owx.gateway.reactive.service import Reactive
 from owx.gateway.stores import ActivationStore, EntityStore, open_stores
 from owx.platform import Platform, open_platform
 from owx.settings import Settings
@@ -33,6 +34,7 @@ class Gateway:
         self.catalog = Catalog(entities, settings.limits, platform)
         self.throttle = Throttle(settings.gateway.invocations_per_minute, settings.gateway.concurrent_invocations)
         self.invoker = Invoker(settings, self.catalog, activations, platform, self.throttle)
+        self.reactive = Reactive(self)
         self.extensions: dict[str, Extension] = {}
         self.blueprints: list[Callable[[Flask], None]] = []  # extensions' routes, registered by create_app
 
@@ -46,6 +48,7 @@ class Gateway:
             for extension in extension_registry.load(settings.extensions):
                 extension.init_app(gateway)
                 gateway.extensions[extension.name] = extension
+            gateway.reactive.start()
         except BaseException:
             gateway.close()
             raise
@@ -57,6 +60,7 @@ class Gateway:
 
     def close(self) -> None:
         """Finish running invocations, stop the extensions and the platform, flush and close the stores."""
+        self.reactive.close()
         self.invoker.close()
         for extension in reversed(list(self.extensions.values())):
             extension.close()

@@ -56,3 +56,5 @@ class GatewaySettings(BaseModel):
     max_payload_bytes: int = Field(1024 * 1024, gt=0)
     invocations_per_minute: int = Field(6000, ge=1)
     concurrent_invocations: int = Field(500, ge=1)
+    trigger_fires_per_minute: int = Field(60, ge=1, description="trigger fires a namespace may make per minute "
+                                          "(OpenWhisk's firesPerMinute); more answer 429")
