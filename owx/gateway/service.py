@@ -11,6 +11,7 @@ from owx.gateway import extensions as extension_registry
 from owx.gateway.catalog import Catalog
 from owx.gateway.extensions import Extension
 from owx.gateway.identity import Authenticator, Identity
+from owx.gateway.metrics import GatewayMetrics
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.invoke import Invoker
 from owx.gateway.reactive.service import Reactive
@@ -35,6 +36,7 @@ class Gateway:
         self.throttle = Throttle(settings.gateway.invocations_per_minute, settings.gateway.concurrent_invocations)
         self.invoker = Invoker(settings, self.catalog, activations, platform, self.throttle)
         self.reactive = Reactive(self)
+        self.metrics: GatewayMetrics | None = None  # made in open(), once the extensions are attached
         self.extensions: dict[str, Extension] = {}
         self.blueprints: list[Callable[[Flask], None]] = []  # extensions' routes, registered by create_app
 
@@ -48,6 +50,7 @@ class Gateway:
             for extension in extension_registry.load(settings.extensions):
                 extension.init_app(gateway)
                 gateway.extensions[extension.name] = extension
+            gateway.metrics = GatewayMetrics(gateway)
             gateway.reactive.start()
         except BaseException:
             gateway.close()

@@ -99,6 +99,7 @@ class Invoker:
         self.throttle = throttle
         self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner, Gate | None]] = []
         self.api_host: str | None = settings.gateway.public_url  # set by the server once it listens
+        self.record_observers: list[Callable[[dict[str, Any]], None]] = []  # told of every record stored (metrics)
         self._executor = ThreadPoolExecutor(settings.gateway.concurrent_invocations, thread_name_prefix="invoke")
 
     def close(self) -> None:
@@ -180,6 +181,8 @@ class Invoker:
                 cause=cause, extra_annotations=outcome.annotations,
             )
         self.activations.put(record)
+        for observe in self.record_observers:
+            observe(record)
         return Completion.of(record, platform_status)
 
     def _route(self, resolved: ResolvedAction) -> tuple[Runner, Gate | None]:
