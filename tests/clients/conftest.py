@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
 import requests
 
-from tests.gateway.conftest import RunningGateway, start_gateway
+from tests.gateway.conftest import RunningGateway, gateway, http  # noqa: F401  (fixtures: a gateway per module)
 
 ECHO = "def main(args):\n    return {'got': args}\n"
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory) -> Iterator[RunningGateway]:
-    server, running = start_gateway(tmp_path_factory.mktemp("clients"))
-    yield running
-    server.stop()
-
-
-@pytest.fixture()
-def http(gateway: RunningGateway) -> requests.Session:
-    return gateway.session()
 
 
 def activations_of(http: requests.Session, gateway: RunningGateway, name: str) -> list[dict[str, Any]]:

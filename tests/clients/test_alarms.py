@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import requests
 
 from owx.bench.gateway_process import start_gateway_process
 from tests.clients.conftest import ECHO, activations_of, wait_for
@@ -115,3 +116,21 @@ def test_triggers_rules_and_alarms_survive_a_restart(tmp_path):
         wait_for(ran, timeout=10)
     finally:
         process.stop()
+
+
+def test_a_namespace_may_hold_only_so_many_alarms(gateway):
+    from owx.gateway.feeds.alarms import MAX_ALARMS_PER_NAMESPACE
+
+    tenant = gateway.service.auth.ensure_namespace(f"alarmed-{uuid.uuid4().hex[:6]}")
+    http = requests.Session()
+    http.auth = (tenant.uuid, tenant.key)
+    for index in range(MAX_ALARMS_PER_NAMESPACE + 1):
+        assert http.put(gateway.api(f"triggers/t{index}"), json={}).ok
+        answer = _feed(http, gateway.url, "alarm", "CREATE", tenant.auth, f"t{index}", cron="0 0 1 1 *")
+        if index < MAX_ALARMS_PER_NAMESPACE:
+            assert answer.status_code == 200, answer.text
+    assert answer.status_code == 502
+    assert answer.json()["response"]["result"]["error"] == f"the namespace has {MAX_ALARMS_PER_NAMESPACE} alarms, the most allowed"
+    assert http.delete(gateway.api("triggers/t0")).ok  # deleting a trigger frees its alarm's place
+    assert _feed(http, gateway.url, "alarm", "CREATE", tenant.auth, f"t{MAX_ALARMS_PER_NAMESPACE}",
+                 cron="0 0 1 1 *").status_code == 200

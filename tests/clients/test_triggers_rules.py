@@ -52,6 +52,9 @@ def test_bad_trigger_requests_are_refused(http, gateway):
     assert feed.status_code == 400 and feed.json()["error"] == "Feed name is not valid"
     assert http.put(gateway.api(f"triggers/{_unique('trg')}"), data="[1]").status_code == 400
     assert http.put(gateway.api(f"triggers/{_unique('trg')}"), json={"parameters": "x"}).status_code == 400
+    _, trigger, _, _ = _trigger_and_rule(http, gateway)
+    too_big = http.post(gateway.api(f"triggers/{trigger}"), json={"blob": "x" * (1024 * 1024)})
+    assert too_big.status_code == 413 and too_big.json()["error"].startswith("Request larger than allowed")
 
 
 def test_fire_without_active_rule_answers_204_and_records_nothing(http, gateway):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import caller, flag, gateway, model, namespace, paging
+from owx.gateway.api.request_args import caller, flag, gateway, listing, model, namespace
 from owx.gateway.names import check_name
 from owx.gateway.reactive.models import RuleBody, StatusBody
 
@@ -17,10 +17,7 @@ def list_rules(ns: str):
     """Rules of the namespace, most recently updated first (``count=true``: how many)."""
     ns = namespace(ns)
     rules = gateway().reactive.rules
-    if flag("count"):
-        return jsonify(rules=rules.count(ns))
-    skip, limit = paging("rules")
-    return jsonify(rules.list(ns, skip, limit))
+    return listing("rules", lambda: rules.count(ns), lambda skip, limit: rules.list(ns, skip, limit))
 
 
 @blueprint.get("/<name>")

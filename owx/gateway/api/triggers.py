@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from owx.gateway.api.actions import ACTIVATION_HEADER
-from owx.gateway.api.request_args import caller, flag, gateway, json_object, model, namespace, paging
+from owx.gateway.api.request_args import caller, flag, gateway, listing, model, namespace, payload
 from owx.gateway.names import check_name
 from owx.gateway.reactive.models import TriggerBody
 
@@ -18,10 +18,7 @@ def list_triggers(ns: str):
     """Triggers of the namespace, most recently updated first (``count=true``: how many)."""
     ns = namespace(ns)
     triggers = gateway().reactive.triggers
-    if flag("count"):
-        return jsonify(triggers=triggers.count(ns))
-    skip, limit = paging("triggers")
-    return jsonify(triggers.list(ns, skip, limit))
+    return listing("triggers", lambda: triggers.count(ns), lambda skip, limit: triggers.list(ns, skip, limit))
 
 
 @blueprint.get("/<name>")
@@ -48,8 +45,9 @@ def delete_trigger(ns: str, name: str):
 def fire(ns: str, name: str):
     """Fire: 202 ``{activationId}`` of the trigger's record, or 204 when no rule of it is active."""
     ns, name = namespace(ns), check_name(name)
-    payload = json_object()
-    activation_id = gateway().reactive.firer.fire(caller(), name, payload, dict(request.headers))
+    service = gateway()
+    params = payload(service.settings.gateway.max_payload_bytes)
+    activation_id = service.reactive.firer.fire(caller(), name, params, dict(request.headers))
     if activation_id is None:
         return "", 204
     return jsonify(activationId=activation_id), 202, {ACTIVATION_HEADER: activation_id}

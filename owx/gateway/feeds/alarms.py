@@ -34,6 +34,8 @@ PACKAGE = "alarms"
 ALARMS = "feeds.alarms"
 FEED_KIND = "owx:feed"
 AUTH_FAILED = "Trigger authentication request failed."
+MAX_ALARMS_PER_NAMESPACE = 100
+TOO_MANY_ALARMS = "the namespace has {count} alarms, the most allowed"
 GONE_STATUSES = (401, 403, 404)  # the trigger or its key is gone: the alarm stops for good
 TriggerDeleter = Callable[[str, str, bool], None]  # (namespace, trigger, with its rules)
 
@@ -114,6 +116,9 @@ class AlarmFeed:
         identity, trigger = self._owner(params, caller, must_exist=event != "DELETE")
         key = f"{identity.namespace}/{trigger}"
         if event == "CREATE":
+            count = self.entities.count(SYSTEM_NAMESPACE, ALARMS, prefix=f"{identity.namespace}/")
+            if count >= MAX_ALARMS_PER_NAMESPACE and self._stored_or_none(key) is None:
+                raise FeedError(TOO_MANY_ALARMS.format(count=count))
             self._save(alarm_from(params, identity.namespace, trigger, identity.auth, now_ms))
             return {"status": "success"}
         current = self._stored(key)
@@ -141,10 +146,14 @@ class AlarmFeed:
         return identity, trigger.name
 
     def _stored(self, key: str) -> Alarm:
-        entity = self.entities.get(SYSTEM_NAMESPACE, ALARMS, key)
-        if entity is None:
+        alarm = self._stored_or_none(key)
+        if alarm is None:
             raise FeedError(f"could not find trigger {key} in the database")
-        return Alarm.model_validate(entity.doc)
+        return alarm
+
+    def _stored_or_none(self, key: str) -> Alarm | None:
+        entity = self.entities.get(SYSTEM_NAMESPACE, ALARMS, key)
+        return Alarm.model_validate(entity.doc) if entity is not None else None
 
     def _save(self, alarm: Alarm) -> None:
         _replace(self.entities, ALARMS, alarm.key, alarm.model_dump())
