@@ -3,6 +3,8 @@ and a missing image answered as OpenWhisk does."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -47,3 +49,19 @@ def test_missing_image_is_a_failed_pull(http, gateway):
     assert record["response"]["status"] == "action developer error"
     assert record["response"]["result"] == {"error": f"Failed to pull container image '{image}'."}
     assert any(a["key"] == "limits" for a in record["annotations"])
+
+
+def test_derived_runtime_under_the_name_a_client_asks_for(http, gateway, tmp_path, runtime_image):
+    """``owx runtime build-image --requirements --alias``: a blackbox action naming the alias runs the derived image."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# what the client's functions import\nsix\n")
+    alias = "registry.example:5000/client/runtime-v1:3.11"
+    built = subprocess.run([sys.executable, "-m", "owx.cli", "runtime", "build-image", "--name",
+                            "owx-test/clients-derived:latest", "--requirements", str(requirements), "--alias", alias],
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    name = f"derived-{uuid.uuid4().hex[:6]}"
+    code = "import six\n\ndef main(args):\n    return {'six': six.__version__}\n"
+    assert http.put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "blackbox", "image": alias, "code": code}}).ok
+    answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"}, json={})
+    assert answer.status_code == 200 and answer.json()["six"], answer.text
