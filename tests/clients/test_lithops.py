@@ -12,18 +12,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lithops
 import pytest
 import yaml
+from lithops.serverless.backends.openwhisk.config import AVAILABLE_PY_RUNTIMES
+from lithops.utils import CURRENT_PY_VERSION
 
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.gateway_process import start_gateway_process
 from owx.common.dockerd import ensure_dockerd
 from owx.runtimes.image.build import add_alias, derived, ensure_runtime
 from tests.clients.tls import TlsTerminator
-
-lithops = pytest.importorskip("lithops", reason="pip install owx[test] installs lithops")
-from lithops.serverless.backends.openwhisk.config import AVAILABLE_PY_RUNTIMES  # noqa: E402
-from lithops.utils import CURRENT_PY_VERSION  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 FLOW = Path(__file__).with_name("lithops_flow.py")
