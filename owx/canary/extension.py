@@ -30,6 +30,16 @@ class CanaryExtension:
         gateway.invoker.route(self.core.accepts, self.core, self.core.gate)
         gateway.blueprints.append(api.register)
 
+    def collect(self):
+        """Canary's metrics on the gateway's ``/metrics``: recoveries, commits, discarded duplicates."""
+        from prometheus_client.core import CounterMetricFamily
+
+        stats = self.core.stats if self.core is not None else {}
+        for key, text in (("recoveries", "Stateful activations resumed after their container died"),
+                          ("commits", "Results committed (exactly once)"),
+                          ("duplicates_discarded", "Duplicate results discarded")):
+            yield CounterMetricFamily(f"owx_canary_{key}", text, value=stats.get(key, 0))
+
     def close(self) -> None:
         if self.core is not None:
             self.core.close()

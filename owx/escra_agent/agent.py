@@ -37,6 +37,18 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 1.0
 
 
+@dataclass(frozen=True)
+class AgentStats:
+    """What an agent has done so far, for its metrics."""
+
+    node: str
+    containers: int
+    cpu_resizes: int
+    memory_resizes: int
+    oom_rescues: int
+    allocator_reachable: bool
+
+
 @dataclass
 class _Managed:
     handle: Handle
@@ -97,6 +109,10 @@ class NodeAgent:
             if pause < 0:  # fell behind: do not try to catch up with a burst of ticks
                 deadline, pause = time.monotonic(), 0
             self._stop.wait(pause)
+
+    def stats(self) -> AgentStats:
+        return AgentStats(self.settings.node, len(self.containers), self.writer.resizes["cpu"],
+                          self.writer.resizes["memory"], self.guard.rescues, self._reachable)
 
     # -- one period --------------------------------------------------------------
     def tick(self) -> None:

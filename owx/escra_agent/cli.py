@@ -42,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--docker", action="store_true", default=None, help="agent: also manage Docker containers")
     parser.add_argument("--period", type=float, help="agent: telemetry period in seconds (default 0.1)")
     parser.add_argument("--event-log", help="agent: append one JSON line per OOM rescue to this file")
+    parser.add_argument("--metrics", metavar="HOST:PORT", help="agent: serve Prometheus /metrics there")
     parser.add_argument("--host", default="127.0.0.1", help="controller: listen address")
     parser.add_argument("--port", type=int, default=3240, help="controller: listen port")
     parser.add_argument("--define-app", type=_app_spec, action="append", default=[], metavar="SPEC",
@@ -98,6 +99,11 @@ def _agent(args: argparse.Namespace) -> int:
     # not after the default 5 ms switch interval of whatever thread holds it.
     sys.setswitchinterval(0.0002)
     agent = NodeAgent(settings, HttpLink(settings.allocator_url, settings.request_timeout_s))
+    if args.metrics:
+        from owx.escra_agent.metrics import serve_metrics
+
+        port = serve_metrics(args.metrics, lambda: [agent.stats()])
+        print(f"escra agent metrics on port {port}", flush=True)
     try:
         agent.run()
     finally:

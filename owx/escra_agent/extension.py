@@ -45,6 +45,12 @@ class EscraExtension:
                 NodeLedger(platform.ledger, node.name), node=node.name, cgroup_root=settings.platform.cgroup_root,
                 memory_bytes=node.budget_bytes, app=f"owx-{node.name}", params=settings.escra.allocator))
 
+    def collect(self):
+        """Escra's metrics on the gateway's ``/metrics`` (its agents' resizes and OOM rescues)."""
+        from owx.escra_agent.metrics import AgentCollector
+
+        return AgentCollector(lambda: [handle.agent.stats() for handle in self.handles]).collect()
+
     def close(self) -> None:
         for handle in self.handles:
             handle.stop()

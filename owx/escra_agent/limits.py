@@ -89,6 +89,7 @@ class LimitWriter:
 
     def __init__(self, docker: DockerDiscovery | None = None, docker_quiet_s: float = 1.0, headroom_bytes: int = 0) -> None:
         self.headroom_bytes = headroom_bytes
+        self.resizes = {"cpu": 0, "memory": 0}  # limits written, by resource (for metrics)
         self._applied: dict[str, tuple[int | None, int | None]] = {}
         self._sync = DockerSync(docker, docker_quiet_s, self._reapply) if docker is not None else None
 
@@ -105,6 +106,7 @@ class LimitWriter:
             log.warning("cpu quota %d µs for %s not applied: %s", quota_us, handle.id[:12], exc)
             return False
         self._remember(handle.id, cpu=quota_us)
+        self.resizes["cpu"] += 1
         if self._sync is not None and handle.docker_id:
             self._sync.note(handle, quota_us, None)
         return True
@@ -121,6 +123,7 @@ class LimitWriter:
             log.warning("memory limit %d for %s not applied (%s); the current limit stays", limit, handle.id[:12], reason)
             return False
         self._remember(handle.id, memory=limit)
+        self.resizes["memory"] += 1
         if self._sync is not None and handle.docker_id:
             self._sync.note(handle, None, limit)
         return True

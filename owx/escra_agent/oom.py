@@ -49,6 +49,7 @@ class OomGuard:
     def __init__(self, writer: LimitWriter, report: Reporter, slice_bytes: int, event_log: str | None = None) -> None:
         self.writer = writer
         self.slice_bytes = slice_bytes
+        self.rescues = 0  # OOM events answered with a raised limit (for metrics)
         self._report = report
         self._event_log = open(event_log, "a", buffering=1) if event_log else None
         self._reserve: dict[str, int] = {}
@@ -263,6 +264,8 @@ class OomGuard:
         return crossed
 
     def _log(self, handle: Handle, event_ns: int, limit: int, source: str) -> None:
+        """Record one rescue (the log, the event log, the count)."""
+        self.rescues += 1
         done_ns = time.monotonic_ns()
         log.info("OOM of %s rescued from %s in %.2f ms (limit %d MiB)", handle.id[:12], source, (done_ns - event_ns) / 1e6, limit >> 20)
         if self._event_log:

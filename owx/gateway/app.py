@@ -8,7 +8,7 @@ from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from owx.gateway import errors
-from owx.gateway.api import actions, activations, info, openapi, packages, web
+from owx.gateway.api import actions, activations, info, metrics, openapi, packages, rules, triggers, web
 from owx.gateway.errors import ApiError
 from owx.gateway.pipeline.records import new_id
 from owx.gateway.service import Gateway
@@ -16,7 +16,7 @@ from owx.gateway.stores import StoreUnavailable
 
 log = logging.getLogger(__name__)
 MAX_ENTITY_BYTES = 48 * 1024 * 1024  # OpenWhisk's largest action code, plus envelope
-BLUEPRINTS = (info, actions, packages, activations, web, openapi)
+BLUEPRINTS = (info, actions, packages, activations, triggers, rules, web, openapi, metrics)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None):

@@ -11,8 +11,10 @@ from owx.gateway import extensions as extension_registry
 from owx.gateway.catalog import Catalog
 from owx.gateway.extensions import Extension
 from owx.gateway.identity import Authenticator, Identity
+from owx.gateway.metrics import GatewayMetrics
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.invoke import Invoker
+from owx.gateway.reactive.service import Reactive
 from owx.gateway.stores import ActivationStore, EntityStore, open_stores
 from owx.platform import Platform, open_platform
 from owx.settings import Settings
@@ -33,6 +35,8 @@ class Gateway:
         self.catalog = Catalog(entities, settings.limits, platform)
         self.throttle = Throttle(settings.gateway.invocations_per_minute, settings.gateway.concurrent_invocations)
         self.invoker = Invoker(settings, self.catalog, activations, platform, self.throttle)
+        self.reactive = Reactive(self)
+        self.metrics: GatewayMetrics | None = None  # made in open(), once the extensions are attached
         self.extensions: dict[str, Extension] = {}
         self.blueprints: list[Callable[[Flask], None]] = []  # extensions' routes, registered by create_app
 
@@ -46,6 +50,8 @@ class Gateway:
             for extension in extension_registry.load(settings.extensions):
                 extension.init_app(gateway)
                 gateway.extensions[extension.name] = extension
+            gateway.metrics = GatewayMetrics(gateway)
+            gateway.reactive.start()
             gateway.invoker.recover()
         except BaseException:
             gateway.close()
@@ -59,6 +65,7 @@ class Gateway:
     def close(self) -> None:
         """Give running activations the shutdown grace (then record them as failed), stop the extensions
         and the platform, flush and close the stores."""
+        self.reactive.close()
         self.invoker.close(self.settings.gateway.shutdown_grace_s)
         for extension in reversed(list(self.extensions.values())):
             extension.close()

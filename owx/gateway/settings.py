@@ -66,3 +66,5 @@ class GatewaySettings(BaseModel):
                          "most half); more activations queue, fairly by namespace")
     shutdown_grace_s: float = Field(5.0, ge=0, description="on SIGTERM, how long running activations may finish "
                                     "before they are recorded as failed")
+    trigger_fires_per_minute: int = Field(60, ge=1, description="trigger fires a namespace may make per minute "
+                                          "(OpenWhisk's firesPerMinute); more answer 429")

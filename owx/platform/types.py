@@ -139,6 +139,7 @@ class NodeInfo:
     budget_bytes: int  # memory its containers may hold together (OpenWhisk's userMemory)
     cgroup_parent: str | None  # where its containers' cgroups live on this machine; None: not on this machine
     backend: str
+    queued: int = 0  # activations waiting for memory on the node (for a container to start)
 
 
 @dataclass(frozen=True, slots=True)

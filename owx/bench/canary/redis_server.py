@@ -11,9 +11,13 @@ from pathlib import Path
 
 
 class RedisServer:
-    """redis-server on a free port with its own directory, no persistence."""
+    """redis-server on a free port with its own directory, no persistence.
 
-    def __init__(self, workdir: Path) -> None:
+    ``bind`` adds addresses to listen on besides 127.0.0.1 (e.g. the Docker bridge's, for
+    containers); ``password`` then keeps other users out (``requirepass``).
+    """
+
+    def __init__(self, workdir: Path, bind: tuple[str, ...] = (), password: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise SystemExit("owx bench canary: redis-server is not installed (apt-get install redis-server)")
@@ -21,16 +25,19 @@ class RedisServer:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         workdir.mkdir(parents=True, exist_ok=True)
+        self.password = password
+        auth = ["--requirepass", password] if password else []
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", "",
-             "--appendonly", "no", "--protected-mode", "no"],
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", *bind, "--dir", str(workdir), "--save", "",
+             "--appendonly", "no", "--protected-mode", "no", *auth],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        probe = (f"AUTH {password}\r\n" if password else "").encode() + b"PING\r\n"
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
+                    sock.sendall(probe)
+                    if b"+PONG" in _read_replies(sock, 2 if password else 1):
                         return
             except OSError:
                 time.sleep(0.02)
@@ -39,9 +46,21 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        credentials = f":{self.password}@" if self.password else ""
+        return f"redis://{credentials}127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(10)
+
+
+def _read_replies(sock: socket.socket, count: int) -> bytes:
+    """The first ``count`` reply lines (each ends in CRLF)."""
+    data = b""
+    while data.count(b"\r\n") < count:
+        chunk = sock.recv(64)
+        if not chunk:
+            break
+        data += chunk
+    return data

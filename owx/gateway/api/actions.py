@@ -7,6 +7,7 @@ from flask import Blueprint, jsonify, request
 from owx.gateway import errors
 from owx.gateway.api.request_args import caller, flag, gateway, json_object, model, namespace, paging
 from owx.gateway.deferred import Deferred, accepted, defer, json_response
+from owx.gateway.entitlement import requested_namespace, require_use
 from owx.gateway.errors import ApiError
 from owx.gateway.models import ActionBody
 from owx.gateway.names import check_name, parse_relative
@@ -58,7 +59,7 @@ def delete_action(ns: str, name: str):
 def invoke(ns: str, name: str):
     """Invoke: 202 ``{activationId}`` unless ``blocking=true``; ``result=true`` answers the result only."""
     service = gateway()
-    path = parse_relative(namespace(ns), name)
+    path = require_use(service.entities, caller(), parse_relative(requested_namespace(caller(), ns), name))
     blocking, result_only = flag("blocking"), flag("result")
     size = request.content_length or 0
     if size > service.settings.gateway.max_payload_bytes:

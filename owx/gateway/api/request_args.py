@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from flask import current_app, g, request
+from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from owx.gateway import errors
@@ -69,6 +70,13 @@ def paging(collection: str) -> tuple[int, int]:
     return skip, limit or LIST_MAX_LIMIT
 
 
+def listing(collection: str, count: Callable[[], int], page: Callable[[int, int], list[Any]]) -> Response:
+    """A list endpoint's answer: ``{collection: n}`` with ``count=true``, else the page ``skip``/``limit`` ask for."""
+    if flag("count"):
+        return jsonify({collection: count()})
+    return jsonify(page(*paging(collection)))
+
+
 def json_object(optional: bool = True) -> dict[str, Any]:
     """The body as a JSON object (``{}`` when empty and ``optional``); 400 when malformed."""
     raw = request.get_data(cache=True)
@@ -83,6 +91,14 @@ def json_object(optional: bool = True) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise bad_request(errors.MALFORMED.format(detail="expected a JSON object"))
     return body
+
+
+def payload(max_bytes: int) -> dict[str, Any]:
+    """An invocation's parameters (the body, ``{}`` when empty); 413 over ``max_bytes``."""
+    size = request.content_length or 0
+    if size > max_bytes:
+        raise ApiError(413, errors.ENTITY_TOO_BIG.format(field="Request", size=size, allowed=max_bytes))
+    return json_object()
 
 
 def model(model_type: type[Model]) -> Model:

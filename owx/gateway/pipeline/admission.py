@@ -92,6 +92,11 @@ class Throttle:
         with self._lock:
             return sum(w.count for w in self._waiting if w.namespace == namespace)
 
+    def backlog(self) -> tuple[int, int]:
+        """(invocations waiting for admission, invocations admitted and not yet released), all namespaces."""
+        with self._lock:
+            return sum(w.count for w in self._waiting), sum(self._in_flight.values())
+
     def release(self, namespace: str) -> None:
         with self._lock:
             self._in_flight[namespace] = max(0, self._in_flight.get(namespace, 1) - 1)

@@ -132,6 +132,7 @@ class Invoker:
         workers = settings.gateway.workers
         self._workers = FairWorkers(workers, "owx-activation", per_key=max(1, workers // 2))
         self._open: dict[str, Activation] = {}  # accepted, not yet recorded
+        self.record_observers: list[Callable[[dict[str, Any]], None]] = []  # told of every record stored (metrics)
 
     def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner, gate: Gate | None = None) -> None:
         """Send actions that ``accepts`` selects to ``runner`` instead of the platform (e.g. Canary's
@@ -213,6 +214,8 @@ class Invoker:
             record = records.build(activation.id, activation.identity.namespace, activation.facts, outcome,
                                    self.max_result_bytes, activation.cause)
         self.activations.put(record).result(DURABLE_WAIT_S)
+        for observe in self.record_observers:
+            observe(record)
         return Completion.of(record, platform_status)
 
     def _route(self, resolved: ResolvedAction) -> tuple[Runner, Gate | None]:

@@ -31,6 +31,14 @@ log = logging.getLogger(__name__)
 ExitListener = Callable[["Container", DeathReason, "int | None"], None]
 
 
+class ActionStartupError(RuntimeError):
+    """A container cannot start for a reason of the action, not of the platform (OpenWhisk's
+    BlackboxStartupError): its activation is a developer error (502) with this message."""
+
+
+IMAGE_PULL_ERROR = "Failed to pull container image '{image}'."
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerRequest:
     """What a backend needs to make one container."""

@@ -28,7 +28,8 @@ class Node:
         return not self.pool.lost
 
     def info(self) -> NodeInfo:
-        return NodeInfo(self.name, self.alive, self.pool.budget_bytes, self.cgroup_parent, self.backend_name)
+        return NodeInfo(self.name, self.alive, self.pool.budget_bytes, self.cgroup_parent, self.backend_name,
+                        self.pool.queued())
 
     def load(self) -> float:
         """Fraction of the memory budget in use, plus the queue (for placement)."""

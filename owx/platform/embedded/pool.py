@@ -23,7 +23,7 @@ from typing import Callable
 
 from owx.common.cgroups import CgroupError
 from owx.platform.embedded import outcome as outcomes
-from owx.platform.embedded.container import Backend, Container, ContainerRequest
+from owx.platform.embedded.container import ActionStartupError, Backend, Container, ContainerRequest
 from owx.platform.embedded.container_limits import MB, limits_for
 from owx.platform.embedded.proxy import ProxyTimeout, ProxyUnreachable
 from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
@@ -405,10 +405,13 @@ class ContainerPool:
                 slot.container.logs.discard_pending()
                 self._fit_stem(slot, spec.memory_mb * MB, grant.ticket)
         except Exception as exc:  # noqa: BLE001 - any start failure is the platform's, reported as such
-            log.exception("could not start a container for %s on %s", spec.key, self.node)
             self._unreserve(grant.ticket)
             if slot is not None:
                 self._drop(slot)
+            if isinstance(exc, ActionStartupError):
+                log.info("no container for %s on %s: %s", spec.key, self.node, exc)
+                return None, self._failure(DEVELOPER_ERROR, str(exc), started)
+            log.exception("could not start a container for %s on %s", spec.key, self.node)
             return None, self._failure(INTERNAL_ERROR, f"could not start a container: {exc}", started)
         if grant.from_stem:
             self._replenish_stems()

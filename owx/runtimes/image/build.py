@@ -39,6 +39,7 @@ FINGERPRINT_LABEL = "owx.runtimes.fingerprint"
 RUNTIMES_DIR = Path(__file__).resolve().parent.parent
 IMAGE_ROOT = "/opt/owx"
 LOCKFILE = Path(tempfile.gettempdir()) / "owx-runtime-image.lock"
+REQUIREMENTS_FILE = "requirements.txt"
 
 
 class ImageBuildError(RuntimeError):
@@ -47,17 +48,27 @@ class ImageBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class RuntimeImage:
-    """A runtime image: the proxy on the base image, plus pip packages and owx packages its actions import."""
+    """A runtime image: the proxy on the base image, plus pip packages and owx packages its actions import.
+
+    ``requirements`` is the text of a pip requirements file (a derived image's extra packages, e.g.
+    what Lithops' workers import); it is installed before the proxy is copied, so Docker's layer
+    cache keeps it when only the proxy changes.
+    """
 
     name: str
     pip_packages: tuple[str, ...] = ()
     owx_packages: tuple[str, ...] = ()  # e.g. "disdel": owx/disdel/ is copied in whole
+    requirements: str = ""
 
     def dockerfile(self) -> str:
         lines = [f"FROM {BASE_IMAGE}"]
+        pip = "pip install --no-cache-dir --break-system-packages"
         if self.pip_packages:
             packages = " ".join(f"'{package}'" for package in self.pip_packages)
-            lines.append(f"RUN pip install --no-cache-dir --break-system-packages {packages}")
+            lines.append(f"RUN {pip} {packages}")
+        if self.requirements:
+            lines += [f"COPY {REQUIREMENTS_FILE} {IMAGE_ROOT}/{REQUIREMENTS_FILE}",
+                      f"RUN {pip} -r {IMAGE_ROOT}/{REQUIREMENTS_FILE}"]
         lines += [
             f"COPY owx {IMAGE_ROOT}/owx",
             f"RUN python3 -m compileall -q {IMAGE_ROOT}",
@@ -91,13 +102,26 @@ def ensure_image(
     """
     if name != BASE_IMAGE and name not in RUNTIME_IMAGES:
         raise ValueError(f"unknown runtime image {name!r}; known: {', '.join([BASE_IMAGE, *RUNTIME_IMAGES])}")
+    if name == BASE_IMAGE:
+        client = client or ensure_dockerd()
+        with file_lock(LOCKFILE):
+            return _ensure_base(client, force, progress or (lambda line: None))
+    return ensure_runtime(RUNTIME_IMAGES[name], force, client, progress)
+
+
+def ensure_runtime(
+    spec: RuntimeImage,
+    force: bool = False,
+    client: docker.DockerClient | None = None,
+    progress: Callable[[str], object] | None = None,
+) -> Image:
+    """Return the runtime image ``spec`` describes (one of :data:`RUNTIME_IMAGES` or a derived one),
+    building it, and the base image, when missing or stale."""
     client = client or ensure_dockerd()
     say = progress or (lambda line: None)
     with file_lock(LOCKFILE):
         base = _ensure_base(client, force, say)
-        if name == BASE_IMAGE:
-            return base
-        spec = RUNTIME_IMAGES[name]
+        name = spec.name
         fingerprint = _fingerprint(spec, base)
         existing = _find(client, name)
         if existing is not None and not force and existing.labels.get(FINGERPRINT_LABEL) == fingerprint:
@@ -105,6 +129,29 @@ def ensure_image(
         say(f"building {name}")
         _docker_build(client, spec, fingerprint, nocache=force, say=say)
         return client.images.get(name)
+
+
+def derived(name: str, requirements: str) -> RuntimeImage:
+    """A runtime image named ``name``: owx's Python runtime plus a pip requirements file's packages."""
+    if not requirements.strip():
+        raise ValueError("a derived runtime image needs requirements")
+    return RuntimeImage(name, requirements=requirements if requirements.endswith("\n") else requirements + "\n")
+
+
+def add_alias(client: docker.DockerClient, image: Image, alias: str) -> None:
+    """Make ``alias`` (an image reference such as ``docker.io/org/name:tag``) name ``image`` locally,
+    so an action asking for that image runs this one (there is no registry to pull it from)."""
+    repository, tag = _split_reference(alias)
+    if not image.tag(repository, tag):
+        raise ImageBuildError(f"docker refused the alias {alias}")
+
+
+def _split_reference(reference: str) -> tuple[str, str]:
+    """``repo[:tag]`` (``latest`` when no tag); a port in the registry part is not a tag."""
+    repository, _, tag = reference.rpartition(":")
+    if not repository or "/" in tag:
+        return reference, "latest"
+    return repository, tag
 
 
 def proxy_sources() -> list[Path]:
@@ -135,6 +182,7 @@ def _find(client: docker.DockerClient, name: str) -> Image | None:
 def _fingerprint(spec: RuntimeImage, base: Image) -> str:
     digest = hashlib.sha256(base.id.encode())
     digest.update(spec.dockerfile().encode())
+    digest.update(spec.requirements.encode())
     for path in proxy_sources():
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for path in package_sources(spec):
@@ -147,6 +195,8 @@ def _build_context(spec: RuntimeImage) -> io.BytesIO:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         _add_file(tar, "Dockerfile", spec.dockerfile().encode())
+        if spec.requirements:
+            _add_file(tar, REQUIREMENTS_FILE, spec.requirements.encode())
         _add_file(tar, "owx/__init__.py", b'"""owx, as much of it as an action runtime image needs."""\n')
         for path in proxy_sources():
             _add_file(tar, f"owx/runtimes/{path.name}", path.read_bytes())

@@ -23,7 +23,7 @@ import docker.errors
 
 from owx.common.cgroups import CgroupError
 from owx.common.dockerd import ensure_dockerd
-from owx.platform.embedded.container import Backend, Container, ContainerRequest
+from owx.platform.embedded.container import IMAGE_PULL_ERROR, ActionStartupError, Backend, Container, ContainerRequest
 from owx.platform.embedded.proxy import ProxyClient
 
 log = logging.getLogger(__name__)
@@ -59,13 +59,16 @@ class DockerBackend(Backend):
             pids_limit=limits.pids_max,
             cgroup_parent="/" + request.cgroup_parent,
         )
-        created = api.create_container(
-            image,
-            name=f"owx-{request.node}-{secrets.token_hex(6)}",
-            labels={**request.labels, "owx.backend": "docker"},
-            host_config=host_config,
-            detach=True,
-        )
+        try:
+            created = api.create_container(
+                image,
+                name=f"owx-{request.node}-{secrets.token_hex(6)}",
+                labels={**request.labels, "owx.backend": "docker"},
+                host_config=host_config,
+                detach=True,
+            )
+        except docker.errors.ImageNotFound:  # no registry to pull from: a missing image is a failed pull
+            raise ActionStartupError(IMAGE_PULL_ERROR.format(image=image)) from None
         container = DockerContainer(created["Id"], request, self.watcher, self.notifier)
         try:
             container.start(api)

@@ -1,0 +1,82 @@
+"""The anchors ``owx bench invoke`` is judged against, each a server process of its own on this machine:
+a Flask "hello" POST on waitress, on granian (a Rust WSGI server) and on the server owx uses
+(uvicorn with owx's ASGI bridge); and a warm action runtime answering ``/run`` directly."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import requests
+from flask import Flask, jsonify, request
+
+SERVERS = ("waitress", "granian", "owx-server")
+app = Flask("hello")
+
+
+@app.post("/hello")
+def hello():
+    """Parse a JSON body and answer JSON: the least a REST endpoint does."""
+    body = request.get_json(force=True, silent=True) or {}
+    return jsonify(hello=body.get("n", 0))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def hello_server(kind: str) -> Iterator[str]:
+    """A Flask hello served by ``kind`` in its own process; yields its URL."""
+    port = free_port()
+    if kind == "granian":
+        command = [sys.executable, "-m", "granian", "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port),
+                   "--workers", "1", "--no-ws", f"{__name__}:app"]
+    else:
+        command = [sys.executable, "-m", __name__, kind, str(port)]
+    with _process(command, f"http://127.0.0.1:{port}/hello") as url:
+        yield url
+
+
+@contextmanager
+def _process(command: list[str], url: str) -> Iterator[str]:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.post(url, json={"n": 1}, timeout=1).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"{command} did not start")
+            time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _serve(kind: str, port: int) -> None:
+    if kind == "waitress":
+        from waitress import serve
+
+        serve(app, host="127.0.0.1", port=port, threads=16, _quiet=True)
+        return
+    import uvicorn
+
+    from owx.gateway.asgi import FlaskOnAsgi
+
+    uvicorn.run(FlaskOnAsgi(app.wsgi_app, 32, 1 << 20), host="127.0.0.1", port=port, http="httptools",
+                loop="uvloop", lifespan="off", access_log=False, log_level="warning")
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,81 @@
+"""Load from another process with wrk (Debian's ``wrk``): one request shape, its figures parsed back.
+
+wrk runs as its own process, so what it measures is what a client sees (its clock, real sockets).
+A small Lua script sets the method, body and headers; ``requests`` bounds how many are sent in all
+(each wrk thread stops after its share).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    """What one wrk run measured."""
+
+    requests: int
+    seconds: float
+    rate: float  # requests per second
+    non_2xx: int
+    errors: int  # connect, read, write and timeout errors
+    p50_ms: float
+    p99_ms: float
+
+
+def wrk(url: str, *, connections: int, seconds: float, method: str = "GET", body: str | None = None,
+        auth: str | None = None, requests: int | None = None, threads: int = 2) -> WrkResult:
+    """Run wrk against ``url``; ``requests`` caps the total sent (then wrk stops early)."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("owx bench: wrk is not installed (apt-get install wrk)")
+    threads = max(1, min(threads, connections))
+    lines = [f'wrk.method = "{method}"', 'wrk.headers["Content-Type"] = "application/json"']
+    if body is not None:
+        lines.append(f"wrk.body = [[{body}]]")
+    if auth:
+        lines.append(f'wrk.headers["Authorization"] = "Basic {base64.b64encode(auth.encode()).decode()}"')
+    if requests is not None:
+        share = -(-requests // threads)
+        lines += ["local sent = 0",
+                  "request = function() sent = sent + 1; if sent > %d then wrk.thread:stop() end; "
+                  "return wrk.format() end" % share]
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write("\n".join(lines) + "\n")
+    try:
+        done = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
+                               "-s", script.name, url], capture_output=True, text=True, timeout=seconds + 120)
+    finally:
+        Path(script.name).unlink()
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed: {done.stderr or done.stdout}")
+    return parse(done.stdout)
+
+
+def parse(text: str) -> WrkResult:
+    """wrk's report (``--latency``) as numbers."""
+    total = re.search(r"(\d+) requests in ([\d.]+)(\w+)", text)
+    if total is None:
+        raise RuntimeError(f"no summary in wrk's output: {text}")
+    seconds = float(total.group(2)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[total.group(3)]
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    return WrkResult(
+        requests=int(total.group(1)), seconds=seconds,
+        rate=float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)),  # type: ignore[union-attr]
+        non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        errors=sum(int(n) for n in errors.groups()) if errors else 0,
+        p50_ms=_percentile(text, "50%"), p99_ms=_percentile(text, "99%"),
+    )
+
+
+def _percentile(text: str, label: str) -> float:
+    found = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+    return float(found.group(1)) * UNITS[found.group(2)] if found else float("nan")

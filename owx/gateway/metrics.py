@@ -1,0 +1,97 @@
+"""The gateway's Prometheus metrics, on prometheus_client's own registry.
+
+Counted as they happen: activations by kind and outcome with their duration, wait and init
+histograms (from every record the pipeline stores), API requests by route, trigger fires.
+Read at scrape time: containers by node, state and backend, queue depth (admission and node
+pools), node memory, scheduled alarms, and what extensions offer through ``collect()``
+(Canary's recoveries, Escra's resizes). Labels never carry namespaces, names or keys.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from owx.gateway.service import Gateway
+
+SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class GatewayMetrics:
+    """One registry per gateway; ``record`` and ``request`` are called on the request path."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.activations = Counter("owx_activations", "Activations recorded, by kind and outcome",
+                                   ["kind", "status"], registry=registry)
+        self.duration = Histogram("owx_activation_duration_seconds", "Time an activation ran", ["kind"],
+                                  buckets=SECONDS, registry=registry)
+        self.wait = Histogram("owx_activation_wait_seconds", "Time an activation waited for a container", ["kind"],
+                              buckets=SECONDS, registry=registry)
+        self.init = Histogram("owx_activation_init_seconds", "Cold starts: container start and /init", ["kind"],
+                              buckets=SECONDS, registry=registry)
+        self.requests = Histogram("owx_http_request_duration_seconds", "API requests by route and status code",
+                                  ["method", "route", "code"], buckets=SECONDS, registry=registry)
+        self.fires = Counter("owx_trigger_fires", "Trigger activations", registry=registry)
+        self.rule_activations = Counter("owx_rule_activations", "Actions started by rules of fired triggers",
+                                        registry=registry)
+        registry.register(_StateCollector(gateway))
+        for extension in gateway.extensions.values():
+            if callable(getattr(extension, "collect", None)):
+                registry.register(extension)  # type: ignore[arg-type]
+        gateway.invoker.record_observers.append(self.record)
+        gateway.reactive.firer.observers.append(self.fired)
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Count one stored activation record."""
+        annotations = {a.get("key"): a.get("value") for a in record.get("annotations", ())}
+        kind = str(annotations.get("kind", "unknown"))
+        self.activations.labels(kind, record.get("response", {}).get("status", "unknown")).inc()
+        self.duration.labels(kind).observe(max(0, record.get("duration") or 0) / 1000)
+        self.wait.labels(kind).observe(max(0, annotations.get("waitTime") or 0) / 1000)
+        if annotations.get("initTime") is not None:
+            self.init.labels(kind).observe(max(0, annotations["initTime"]) / 1000)
+
+    def fired(self, _namespace: str, rules_activated: int) -> None:
+        self.fires.inc()
+        self.rule_activations.inc(rules_activated)
+
+    def request(self, method: str, route: str, code: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(code)).observe(seconds)
+
+
+class _StateCollector:
+    """Gauges read from the platform and the pipeline at scrape time."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    def collect(self) -> Iterator[Metric]:
+        platform, throttle = self.gateway.platform, self.gateway.throttle
+        containers = GaugeMetricFamily("owx_containers", "Containers of the platform by node, state and backend",
+                                       labels=["node", "state", "backend"])
+        for (node, state, backend), count in sorted(Tally((c.node, c.state, c.backend)
+                                                          for c in platform.containers()).items()):
+            containers.add_metric([node, state, backend], count)
+        waiting, running = throttle.backlog()
+        queue = GaugeMetricFamily("owx_queue_depth", "Activations waiting: for admission, or for a container "
+                                  "on a node", labels=["queue"])
+        queue.add_metric(["admission"], waiting)
+        in_flight = GaugeMetricFamily("owx_invocations_in_flight", "Activations admitted and not finished",
+                                      value=running)
+        memory = GaugeMetricFamily("owx_node_memory_bytes", "Node memory budget and what containers hold",
+                                   labels=["node", "kind"])
+        nodes = platform.nodes()
+        queue.add_metric(["node"], sum(node.queued for node in nodes))
+        for node in nodes:
+            memory.add_metric([node.name, "budget"], node.budget_bytes)
+            memory.add_metric([node.name, "used"], platform.ledger.used(node.name))
+        alarms = GaugeMetricFamily("owx_alarms_scheduled", "Alarm feeds that will fire again",
+                                   value=self.gateway.reactive.alarms.scheduled())
+        yield from (containers, queue, in_flight, memory, alarms)

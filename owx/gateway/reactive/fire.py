@@ -1,0 +1,104 @@
+"""Firing a trigger: activate the action of each of its active rules, record what happened.
+
+As in OpenWhisk, a trigger without an active rule is not activated at all (204, no record);
+otherwise the trigger gets an activation record whose ``response.result`` is the payload and whose
+``logs`` hold one JSON line per rule: the activation it started, or why it could not start one.
+Actions are started as non-blocking invocations, so a fire never waits for them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from owx.gateway.catalog import Catalog, params_dict
+from owx.gateway.entitlement import require_use
+from owx.gateway.errors import ApiError, not_found
+from owx.gateway.identity import Identity
+from owx.gateway.pipeline import records
+from owx.gateway.pipeline.admission import Throttle
+from owx.gateway.pipeline.invoke import DURABLE_WAIT_S, Invoker
+from owx.gateway.reactive.models import ACTIVE, ref_path, ref_text
+from owx.gateway.reactive.triggers import TriggerCatalog
+from owx.gateway.stores import ActivationStore, EntityStore
+from owx.platform.types import SUCCESS
+
+log = logging.getLogger(__name__)
+
+# OpenWhisk's ActivationResponse codes as a trigger record's rule lines carry them.
+STARTED, NOT_STARTED, WHISK_ERROR = 0, 1, 3
+INACTIVE_RULE = "Rule '{rule}' is inactive, action '{action}' was not activated."
+INTERNAL_SERVER_ERROR = "There was an internal server error."
+PRIVATE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+Observer = Callable[[str, int], None]  # (namespace, rules activated) after each fire
+
+
+class TriggerFirer:
+    """Fires triggers for the REST API and for feeds."""
+
+    def __init__(self, triggers: TriggerCatalog, catalog: Catalog, entities: EntityStore, invoker: Invoker,
+                 activations: ActivationStore, fires_per_minute: int, max_result_bytes: int) -> None:
+        self.triggers = triggers
+        self.catalog = catalog
+        self.entities = entities
+        self.invoker = invoker
+        self.activations = activations
+        self.max_result_bytes = max_result_bytes
+        self.rate = Throttle(fires_per_minute, concurrent=2**31)
+        self.observers: list[Observer] = []
+
+    def fire(self, identity: Identity, name: str, payload: dict[str, Any],
+             headers: dict[str, str] | None = None) -> str | None:
+        """The trigger activation's id, or None when no rule of the trigger is active (404 if absent)."""
+        entity = self.triggers.entity(identity.namespace, name)
+        if entity is None:
+            raise not_found()
+        rules: dict[str, dict[str, Any]] = entity.doc.get("rules") or {}
+        if not any(link.get("status") == ACTIVE for link in rules.values()):
+            return None
+        self.rate.admit(identity.namespace)  # counts the fire against firesPerMinute (429 over it)
+        self.rate.release(identity.namespace)  # a fire holds nothing while its actions run
+        start_ms = int(time.time() * 1000)
+        visible = {k.lower(): v for k, v in (headers or {}).items() if k.lower() not in PRIVATE_HEADERS}
+        args = {**params_dict(entity.doc.get("parameters")), **({"__ow_headers": visible} if headers else {}),
+                **payload}
+        lines = [self._activate(identity, rule, link, args) for rule, link in rules.items()]
+        activation_id = records.new_id()
+        stored = self.activations.put({
+            "activationId": activation_id, "namespace": identity.namespace, "name": name,
+            "subject": identity.subject, "version": entity.doc.get("version", "0.0.1"), "publish": False,
+            "start": start_ms, "end": 0, "response": records.response(SUCCESS, payload, self.max_result_bytes),
+            "logs": [json.dumps(line, separators=(",", ":")) for line in lines], "annotations": [],
+        })
+        for observe in self.observers:
+            observe(identity.namespace, sum(1 for line in lines if line["success"]))
+        stored.result(DURABLE_WAIT_S)  # answered for only once it cannot be lost
+        return activation_id
+
+    def _activate(self, identity: Identity, rule: str, link: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+        """One rule line of the trigger record: the action's activation id, or why there is none."""
+        action = ref_text(link["action"])
+        if link.get("status") != ACTIVE:
+            return _line(rule, action, NOT_STARTED, error=INACTIVE_RULE.format(rule=rule, action=action))
+        try:
+            path = require_use(self.entities, identity, ref_path(link["action"]))
+            invocation = self.invoker.start(identity, self.catalog.resolve(path), args)
+        except ApiError as exc:
+            return _line(rule, action, WHISK_ERROR if exc.status >= 500 else NOT_STARTED, error=exc.message)
+        except Exception:  # noqa: BLE001 - a platform failure becomes the rule's line, as in OpenWhisk
+            log.exception("rule %s could not activate %s", rule, action)
+            return _line(rule, action, WHISK_ERROR, error=INTERNAL_SERVER_ERROR)
+        return _line(rule, action, STARTED, activation_id=invocation.activation_id)
+
+
+def _line(rule: str, action: str, code: int, *, activation_id: str | None = None,
+          error: str | None = None) -> dict[str, Any]:
+    line: dict[str, Any] = {"rule": rule, "action": action, "statusCode": code, "success": code == STARTED}
+    if activation_id is not None:
+        line["activationId"] = activation_id
+    else:
+        line["error"] = error
+    return line

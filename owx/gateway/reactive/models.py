@@ -1,0 +1,81 @@
+"""Request bodies of the trigger and rule APIs, and how trigger and rule documents name entities."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, field_validator
+
+from owx.gateway.models import KeyValue
+from owx.gateway.names import EntityPath, parse_fqn
+
+ACTIVE = "active"
+INACTIVE = "inactive"
+RuleStatus = Literal["active", "inactive"]
+
+
+class TriggerBody(BaseModel):
+    """Body of ``PUT .../triggers/NAME``; absent fields keep their values on update."""
+
+    model_config = ConfigDict(extra="ignore")
+    parameters: list[KeyValue] | None = None
+    annotations: list[KeyValue] | None = None
+    limits: dict[str, Any] | None = None
+    version: StrictStr | None = None
+    publish: StrictBool | None = None
+
+
+class EntityRef(BaseModel):
+    """A fully qualified name as OpenWhisk serialises it: ``{"path": "ns[/pkg]", "name": "n"}``."""
+
+    model_config = ConfigDict(extra="ignore")
+    path: StrictStr
+    name: StrictStr
+
+
+class RuleBody(BaseModel):
+    """Body of ``PUT .../rules/NAME``: the trigger and the action, as ``/ns/[pkg/]name`` or ``{path, name}``."""
+
+    model_config = ConfigDict(extra="ignore")
+    trigger: StrictStr | EntityRef | None = None
+    action: StrictStr | EntityRef | None = None
+    annotations: list[KeyValue] | None = None
+    version: StrictStr | None = None
+    publish: StrictBool | None = None
+
+
+class StatusBody(BaseModel):
+    """Body of ``POST .../rules/NAME``: enable or disable."""
+
+    model_config = ConfigDict(extra="ignore")
+    status: StrictStr
+
+    @field_validator("status")
+    @classmethod
+    def _known(cls, status: str) -> str:
+        if status not in (ACTIVE, INACTIVE):
+            raise ValueError(f"'{status}' is not a recognized rule state, must be one of ['{ACTIVE}', '{INACTIVE}']")
+        return status
+
+
+def resolve_ref(reference: str | EntityRef, namespace: str) -> EntityPath:
+    """The entity a rule names; ``_`` and a missing namespace mean ``namespace``."""
+    if isinstance(reference, EntityRef):
+        reference = f"/{reference.path}/{reference.name}"
+    return parse_fqn(reference, namespace)
+
+
+def ref_doc(path: EntityPath) -> dict[str, str]:
+    """``{"path", "name"}`` of ``path``, as rule documents store trigger and action."""
+    return {"path": f"{path.namespace}/{path.package}" if path.package else path.namespace, "name": path.name}
+
+
+def ref_path(doc: dict[str, str]) -> EntityPath:
+    """The inverse of :func:`ref_doc`."""
+    namespace, _, package = doc["path"].partition("/")
+    return EntityPath(namespace, doc["name"], package or None)
+
+
+def ref_text(doc: dict[str, str]) -> str:
+    """``ns/[pkg/]name``, as OpenWhisk writes a fully qualified name in messages and records."""
+    return f"{doc['path']}/{doc['name']}"

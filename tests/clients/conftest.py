@@ -1,0 +1,30 @@
+"""A gateway in this process for the trigger, rule, feed and metrics tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import requests
+
+from tests.gateway.conftest import RunningGateway, gateway, http  # noqa: F401, F811  (fixtures: a gateway per module)
+
+ECHO = "def main(args):\n    return {'got': args}\n"
+
+
+def activations_of(http: requests.Session, gateway: RunningGateway, name: str) -> list[dict[str, Any]]:
+    """Full records of ``name``'s activations, newest first."""
+    answer = http.get(gateway.api("activations"), params={"name": name, "docs": "true", "limit": 200})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def wait_for(condition, timeout: float = 30.0, interval: float = 0.1):
+    """``condition()``'s first truthy value within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("condition not met")
