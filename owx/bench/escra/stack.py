@@ -19,7 +19,8 @@ def _free_port() -> int:
 class EscraStack:
     """An allocator with one application and a node agent managing ``<cgroup_root>/<node>/*``."""
 
-    def __init__(self, cgroup_root: str, node: str, app: str, event_log: str | None = None, *controller_args: str) -> None:
+    def __init__(self, cgroup_root: str, node: str, app: str, event_log: str | None = None,
+                 controller_args: tuple[str, ...] = (), agent_args: tuple[str, ...] = ()) -> None:
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         owx = [sys.executable, "-m", "owx.cli", "agent"]
@@ -34,15 +35,15 @@ class EscraStack:
                 if time.monotonic() > deadline or self.controller.poll() is not None:
                     raise RuntimeError("allocator did not start")
                 time.sleep(0.1)
-        agent_args = ["--node", node, "--cgroup-root", cgroup_root, "--allocator", self.url, "--app", app.split(",")[0].split("=")[1]]
+        where = ["--node", node, "--cgroup-root", cgroup_root, "--allocator", self.url, "--app", app.split(",")[0].split("=")[1]]
         if event_log:
-            agent_args += ["--event-log", event_log]
-        self.agent = subprocess.Popen([*owx, *agent_args], stdout=subprocess.DEVNULL)
+            where += ["--event-log", event_log]
+        self.agent = subprocess.Popen([*owx, *where, *agent_args], stdout=subprocess.DEVNULL)
 
     def state(self) -> dict:
         return requests.get(f"{self.url}/v1/state", timeout=2).json()
 
-    def wait_managed(self, count: int = 1, name: str | None = None, timeout: float = 10) -> None:
+    def wait_managed(self, count: int = 1, name: str | None = None, timeout: float = 30) -> None:
         """Until the allocator manages ``count`` containers (or the one called ``name``)."""
         deadline = time.monotonic() + timeout
         while (name not in self.state()["containers"]) if name else len(self.state()["containers"]) < count:
