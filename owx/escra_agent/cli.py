@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
+import os
 import signal
 import sys
 
 from pydantic import ValidationError
 
 from owx.escra_agent.settings import MIB
+
+AGENT_NICE = -10
 
 
 def _app_spec(text: str):
@@ -95,9 +99,18 @@ def _agent(args: argparse.Namespace) -> int:
              "docker": args.docker, "period_s": args.period, "event_log": args.event_log}
     settings = AgentSettings(**{k: v for k, v in given.items() if v is not None})
     # The OOM thread must get the interpreter within a fraction of a millisecond of an event,
-    # not after the default 5 ms switch interval of whatever thread holds it.
+    # not after the default 5 ms switch interval of whatever thread holds it ...
     sys.setswitchinterval(0.0002)
+    # ... nor while the thread holding it waits behind ordinary work on a busy node (threads
+    # created from here on inherit the niceness).
+    try:
+        os.nice(AGENT_NICE)
+    except OSError:
+        logging.getLogger(__name__).info("agent runs at normal priority (raising it is not permitted)")
     agent = NodeAgent(settings, HttpLink(settings.allocator_url, settings.request_timeout_s))
+    # A full garbage collection holds the interpreter for ~10 ms with every imported module's objects
+    # to scan; the ones that exist now live as long as the agent, so collections skip them.
+    gc.freeze()
     try:
         agent.run()
     finally:

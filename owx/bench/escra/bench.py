@@ -26,8 +26,8 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 from owx.bench.escra import compare, plots, rescue
+from owx.bench.escra.compare import percentile
 from owx.bench.escra.procs import BUSY, python, spawn_in
 from owx.bench.escra.stack import EscraStack
 from owx.bench.escra.workload import SHAPES, Sampler
@@ -35,15 +35,16 @@ from owx.bench.results import Report
 
 from owx.common.cgroups import Cgroup
 
-RUN = f"owx-bench-escra/{uuid.uuid4().hex[:6]}"
+BENCH_ROOT = "owx-bench-escra"
+RUN = f"{BENCH_ROOT}/{uuid.uuid4().hex[:6]}"
 NODE = "bench"
 SECTIONS = ("tracking", "cpu", "oom", "cost")
 P99_FACTOR, THROUGHPUT_SHARE, SLACK_SHARE = 1.2, 0.95, 0.25
 RESCUE_P99_MS = 5.0
 AGENT_CORE_SHARE = 0.05
-# During the comparison the bench's cgroup weighs like eight busy tasks, so other work on this shared
-# node does not hold the containers below their own limits (which cap the bench at two budgets).
-CPU_SHARES, DEFAULT_SHARES = 8192, 1024
+# The bench's cgroup weighs like eight busy tasks, so other work on this shared node does not hold
+# its containers below their own limits (which still cap what they use).
+CPU_SHARES = 8192
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,6 @@ CONTROLS = {
     "no-rescue": Control("oom", "no agent guards the growing tasks: the kernel OOM-kills at the limit"),
     "busy-poll": Control("cost", "the agent samples every 1 ms instead of every 100 ms", agent_args=("--period", "0.001")),
 }
-
-
-def pct(values, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
 # -- fig. 2.2: tracking a demand that steps between 1 and 2 busy cores ---------------------------
@@ -96,20 +93,15 @@ def tracking(report: Report, step_s: float = 4.0, steps: int = 5) -> None:
         group.destroy()
     ticks = sampler.ticks[0][10:]  # after the first second
     plots.tracking(sampler.ticks[0], demand, report.plot_path("fig2_2_cpu_tracking"))
-    report.figure("tracking: CPU slack p50", pct([compare.slack(t) for t in ticks], 50), "cores")
-    report.figure("tracking: CPU slack p99", pct([compare.slack(t) for t in ticks], 99), "cores")
+    report.figure("tracking: CPU slack p50", percentile([compare.slack(t) for t in ticks], 50), "cores")
+    report.figure("tracking: CPU slack p99", percentile([compare.slack(t) for t in ticks], 99), "cores")
     report.figure("tracking: periods at the limit", sum(t.used_cores >= 0.97 * t.quota_cores for t in ticks) / len(ticks), "share")
 
 
 # -- Escra vs static, same budget, same clients ----------------------------------------------------
 def cpu(report: Report, shape_name: str, duration_s: float, control: Control | None) -> None:
     shape = SHAPES[shape_name]
-    bench_root = Cgroup(RUN.split("/")[0])
-    bench_root.set_cpu_shares(CPU_SHARES)
-    try:
-        runs = compare.compare(shape, duration_s, RUN, NODE, control.controller_args if control else ())
-    finally:
-        bench_root.set_cpu_shares(DEFAULT_SHARES)
+    runs = compare.compare(shape, duration_s, RUN, NODE, control.controller_args if control else ())
     escra, static = runs["escra"], runs["static"]
     for run in (escra, static):
         prefix = f"{shape.name} {run.name}"
@@ -117,22 +109,22 @@ def cpu(report: Report, shape_name: str, duration_s: float, control: Control | N
         report.figure(f"{prefix}: throughput", run.throughput(), "req/s")
         for q in (50, 99, 99.9):
             report.figure(f"{prefix}: latency p{q:g}", run.latency_ms(q), "ms")
-        report.figure(f"{prefix}: CPU slack p50", pct(run.cpu_slack(), 50), "cores")
-        report.figure(f"{prefix}: CPU slack p99", pct(run.cpu_slack(), 99), "cores")
-        report.figure(f"{prefix}: memory slack p50", pct(run.memory_slack_mib(), 50), "MiB")
-        report.figure(f"{prefix}: memory slack p99", pct(run.memory_slack_mib(), 99), "MiB")
+        report.figure(f"{prefix}: CPU slack p50", percentile(run.cpu_slack(), 50), "cores")
+        report.figure(f"{prefix}: CPU slack p99", percentile(run.cpu_slack(), 99), "cores")
+        report.figure(f"{prefix}: memory slack p50", percentile(run.memory_slack_mib(), 50), "MiB")
+        report.figure(f"{prefix}: memory slack p99", percentile(run.memory_slack_mib(), 99), "MiB")
         report.figure(f"{prefix}: mean CPU allocated", allocated, "cores")
         report.figure(f"{prefix}: mean CPU used", used, "cores")
         report.figure(f"{prefix}: failed requests", run.failed)
         report.figure(f"{prefix}: OOM kills", run.oom_kills)
-    memory_ratio = pct(escra.memory_slack_mib(), 50) / pct(static.memory_slack_mib(), 50)
+    memory_ratio = percentile(escra.memory_slack_mib(), 50) / percentile(static.memory_slack_mib(), 50)
     report.figure(f"{shape.name}: Escra memory slack p50 / static's", memory_ratio)
     report.goal(f"{shape.name}: Escra p99 latency <= {P99_FACTOR}x static's", escra.latency_ms(99) / static.latency_ms(99),
                 P99_FACTOR, "x")
     report.goal(f"{shape.name}: Escra throughput >= {THROUGHPUT_SHARE}x static's", escra.throughput() / static.throughput(),
                 THROUGHPUT_SHARE, "x", higher_is_better=True)
     report.goal(f"{shape.name}: Escra CPU slack p50 <= {SLACK_SHARE:.0%} of static's",
-                pct(escra.cpu_slack(), 50) / pct(static.cpu_slack(), 50), SLACK_SHARE, "x")
+                percentile(escra.cpu_slack(), 50) / percentile(static.cpu_slack(), 50), SLACK_SHARE, "x")
     plots.timeline(runs, compare.budget_cores(shape) / compare.CONTAINERS, duration_s,
                    report.plot_path(f"{shape.name}_timeline"))
     plots.cdfs(runs, report.plot_path(f"{shape.name}_fig2_6_to_2_8_cdfs"))
@@ -152,9 +144,9 @@ def oom(report: Report, rounds: int, grow_mib: int, guarded: bool) -> None:
                           ("kernel event -> agent wakes", [e.agent_wake_ms() for e in found if e.agent_woke_ns]),
                           ("agent wakes -> limit written", [e.agent_write_ms() for e in found if e.raised_ns])):
         for q in (50, 99):
-            report.figure(f"oom: {label}, p{q}", pct(values, q), "ms")
+            report.figure(f"oom: {label}, p{q}", percentile(values, q), "ms")
     report.goal(f"oom: rescue p99, kernel event -> task runs, <= {RESCUE_P99_MS:g} ms",
-                pct([e.rescue_ms for e in found], 99) if found else float("inf"), RESCUE_P99_MS, "ms")
+                percentile([e.rescue_ms for e in found], 99) if found else float("inf"), RESCUE_P99_MS, "ms")
     report.goal(f"oom: tasks killed of {result.rounds}", result.killed, 0)
     plots.rescue(found, report.plot_path("oom_rescue"))
 
@@ -200,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of closed-loop load per shape (default 60)")
     parser.add_argument("--shapes", default="steady,bursty", help=f"workload shapes, of {','.join(SHAPES)}")
-    parser.add_argument("--rounds", type=int, default=5, help="growing tasks in the OOM section (default 5)")
+    parser.add_argument("--rounds", type=int, default=10, help="growing tasks in the OOM section (default 10)")
     parser.add_argument("--grow-mb", type=int, default=1200, help="MiB each growing task touches (default 1200)")
     parser.add_argument("--control", choices=sorted(CONTROLS), help="break one mechanism on purpose (must fail)")
     args = parser.parse_args(argv)
@@ -215,12 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         "static memory per container (MiB)": compare.STATIC_MEMORY_MIB,
         "shapes": {name: asdict(SHAPES[name]) | {"budget_cores": compare.budget_cores(SHAPES[name])} for name in shapes},
         "duration_s": args.duration,
-        "oom": {"rounds": args.rounds, "grow_mib": args.grow_mb, "app": rescue.OOM_APP,
+        "oom": {"rounds": args.rounds, "grow_mib": args.grow_mb, "app": rescue.OOM_APP, "allocator": rescue.OOM_ALLOCATOR,
                 "initial_limit_mib": rescue.initial_limit() / (1 << 20)},
         "allocator": "defaults (upsilon 20%, gamma 0.2, kappa 0.8, n 10, 100 ms)",
+        "bench cgroup cpu.shares": CPU_SHARES,
     })
     report.figure("load average (1 min) at start", os.getloadavg()[0])
     Cgroup(RUN).create()
+    Cgroup(BENCH_ROOT).set_cpu_shares(CPU_SHARES)
     try:
         if "tracking" in sections:
             tracking(report)
@@ -233,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             cost(report, 50, 10.0, control)
     finally:
         _destroy_tree(Cgroup(RUN))
-        if not Cgroup(RUN.split("/")[0]).children():
-            Cgroup(RUN.split("/")[0]).destroy()
+        if not Cgroup(BENCH_ROOT).children():
+            Cgroup(BENCH_ROOT).destroy()
     report.figure("load average (1 min) at end", os.getloadavg()[0])
     return report.finish()
 

@@ -49,7 +49,7 @@ class AppRun:
         return sum(a.done <= self.start + self.duration_s for a in self.answered) / self.duration_s
 
     def latency_ms(self, q: float) -> float:
-        return float(np.percentile([a.latency_ms for a in self.answered], q)) if self.answered else float("inf")
+        return percentile([a.latency_ms for a in self.answered], q) if self.answered else float("inf")
 
     def cpu_slack(self) -> list[float]:
         """Limit minus usage, cores, per container and 100 ms tick (never below 0, see :func:`slack`)."""
@@ -63,6 +63,11 @@ class AppRun:
         ticks = self._window()
         periods = len(ticks) / max(1, len(self.ticks))
         return sum(t.quota_cores for t in ticks) / periods, sum(t.used_cores for t in ticks) / periods
+
+
+def percentile(values, q: float) -> float:
+    """The ``q``-th percentile, a value that occurred (so an infinite one stays infinite); NaN if none."""
+    return float(np.percentile(values, q, method="higher")) if len(values) else float("nan")
 
 
 def slack(tick: Tick) -> float:

@@ -87,9 +87,11 @@ def rescue(episodes, path: Path) -> Path:
     _cdf(ax, [e.stall_ms for e in episodes if e.resumed_ns], "task's stall (last → first progress)")
     _cdf(ax, [e.agent_wake_ms() for e in episodes if e.agent_woke_ns], "kernel event → agent wakes")
     _cdf(ax, [e.agent_write_ms() for e in episodes if e.raised_ns], "agent wakes → limit written")
+    survived = sum(1 for e in episodes if e.resumed_ns)
     ax.set_xlabel("ms")
     ax.set_ylabel("CDF")
-    ax.set_title(f"OOM rescue ({len(episodes)} events)")
+    ax.set_title(f"OOM rescue: {len(episodes)} events, the task survived {survived}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    if survived:
+        ax.legend(fontsize="small")
     return _save(fig, path)

@@ -148,8 +148,10 @@ def read_agent_log(path: Path, container: str) -> list[dict]:
 
 OOM_BUDGET_MIB = 4096
 OOM_CONTAINERS = 8
-# 16 cores: each container's eq. 2.1 quota (2 cores) exceeds the node, so CPU never holds a growing task back
+# 16 cores: each container's eq. 2.1 quota (2 cores) covers the node, and with quotas never shrinking
+# (kappa 0) CPU throttling cannot delay a rescued task: the figure is the memory mechanism's alone.
 OOM_APP = f"name=oom,cpu=16,memory-mb={OOM_BUDGET_MIB},containers={OOM_CONTAINERS}"
+OOM_ALLOCATOR = ("--kappa", "0")
 
 
 @dataclass
@@ -169,7 +171,7 @@ def measure(run: str, node: str, rounds: int, grow_mib: int, rescue: bool = True
     platform with static limits.
     """
     log = Path(tempfile.mkdtemp(prefix="owx-bench-escra-")) / "rescues.jsonl"
-    stack = EscraStack(run, node, OOM_APP, str(log)) if rescue else None
+    stack = EscraStack(run, node, OOM_APP, str(log), controller_args=OOM_ALLOCATOR) if rescue else None
     found, killed = [], 0
     try:
         for index in range(rounds):
