@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from owx.escra_agent.settings import MIB
 
-AGENT_NICE = -10
+NICE = -10
 
 
 def _app_spec(text: str):
@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    _raise_priority()
     try:
         return _controller(args) if args.controller else _agent(args)
     except ValidationError as exc:
@@ -71,6 +72,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 0
+
+
+def _raise_priority() -> None:
+    """Agent and allocator answer every 100 ms period, and the agent's real-time OOM thread needs the
+    interpreter its other threads hold: none may wait behind ordinary work on a busy node.
+    Threads started later inherit the niceness."""
+    try:
+        os.nice(NICE)
+    except OSError:
+        logging.getLogger(__name__).info("running at normal priority (raising it is not permitted)")
 
 
 def _controller(args: argparse.Namespace) -> int:
@@ -99,14 +110,8 @@ def _agent(args: argparse.Namespace) -> int:
              "docker": args.docker, "period_s": args.period, "event_log": args.event_log}
     settings = AgentSettings(**{k: v for k, v in given.items() if v is not None})
     # The OOM thread must get the interpreter within a fraction of a millisecond of an event,
-    # not after the default 5 ms switch interval of whatever thread holds it ...
+    # not after the default 5 ms switch interval of whatever thread holds it.
     sys.setswitchinterval(0.0002)
-    # ... nor while the thread holding it waits behind ordinary work on a busy node (threads
-    # created from here on inherit the niceness).
-    try:
-        os.nice(AGENT_NICE)
-    except OSError:
-        logging.getLogger(__name__).info("agent runs at normal priority (raising it is not permitted)")
     agent = NodeAgent(settings, HttpLink(settings.allocator_url, settings.request_timeout_s))
     # A full garbage collection holds the interpreter for ~10 ms with every imported module's objects
     # to scan; the ones that exist now live as long as the agent, so collections skip them.

@@ -42,8 +42,8 @@ SECTIONS = ("tracking", "cpu", "oom", "cost")
 P99_FACTOR, THROUGHPUT_SHARE, SLACK_SHARE = 1.2, 0.95, 0.25
 RESCUE_P99_MS = 5.0
 AGENT_CORE_SHARE = 0.05
-# The bench's cgroup weighs like eight busy tasks, so other work on this shared node does not hold
-# its containers below their own limits (which still cap what they use).
+# From the comparison on, the bench's cgroup weighs like eight busy tasks, so other work on this
+# shared node does not hold its containers below their own limits (which still cap what they use).
 CPU_SHARES = 8192
 
 
@@ -71,9 +71,9 @@ CONTROLS = {
 
 # -- fig. 2.2: tracking a demand that steps between 1 and 2 busy cores ---------------------------
 def tracking(report: Report, step_s: float = 4.0, steps: int = 5) -> None:
+    stack = EscraStack(RUN, NODE, "name=track,cpu=2,memory-mb=1024,containers=1")
     group = Cgroup(f"{RUN}/{NODE}/track").create()
     procs = [spawn_in(group, python(BUSY)) for _ in range(2)]
-    stack = EscraStack(RUN, NODE, "name=track,cpu=2,memory-mb=1024,containers=1")
     try:
         stack.wait_managed(1)
         sampler = Sampler([group]).start()
@@ -103,6 +103,8 @@ def cpu(report: Report, shape_name: str, duration_s: float, control: Control | N
     shape = SHAPES[shape_name]
     runs = compare.compare(shape, duration_s, RUN, NODE, control.controller_args if control else ())
     escra, static = runs["escra"], runs["static"]
+    print(" | ".join(f"{shape.name} {r.name}: {r.throughput():.1f} req/s, p99 {r.latency_ms(99):.0f} ms" for r in (escra, static)),
+          flush=True)
     for run in (escra, static):
         prefix = f"{shape.name} {run.name}"
         allocated, used = run.mean_cores()
@@ -214,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     })
     report.figure("load average (1 min) at start", os.getloadavg()[0])
     Cgroup(RUN).create()
-    Cgroup(BENCH_ROOT).set_cpu_shares(CPU_SHARES)
     try:
         if "tracking" in sections:
-            tracking(report)
+            tracking(report)  # a 2-core demand on a 2-core node: at the default weight
+        Cgroup(BENCH_ROOT).set_cpu_shares(CPU_SHARES)
         if "cpu" in sections:
             for shape in shapes:
                 cpu(report, shape, args.duration, control)

@@ -33,6 +33,7 @@ class EscraStack:
                     break
             except requests.RequestException:
                 if time.monotonic() > deadline or self.controller.poll() is not None:
+                    _end(self.controller)
                     raise RuntimeError("allocator did not start")
                 time.sleep(0.1)
         where = ["--node", node, "--cgroup-root", cgroup_root, "--allocator", self.url, "--app", app.split(",")[0].split("=")[1]]
@@ -52,6 +53,17 @@ class EscraStack:
             time.sleep(0.1)
 
     def close(self) -> None:
-        for proc in (self.agent, self.controller):
-            proc.terminate()
-            proc.wait(timeout=10)
+        self.agent.terminate()
+        self.controller.terminate()
+        _end(self.agent)
+        _end(self.controller)
+
+
+def _end(proc: subprocess.Popen, grace_s: float = 15) -> None:
+    """Terminate ``proc``; kill it if it has not exited after ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
