@@ -272,6 +272,13 @@ class Cgroup:
         else:
             _write(self.dir("cpu") / "cpu.shares", shares)
 
+    def set_rt_runtime(self, runtime_us: int) -> None:
+        """cgroup v1 with real-time group scheduling: real-time CPU time per second for the group's
+        threads (a new group has 0: none of its threads may run real-time). Set parents first."""
+        path = self.dir("cpu") / "cpu.rt_runtime_us"
+        if not is_v2() and path.exists():
+            _write(path, runtime_us)
+
     def cpu(self) -> CpuStat:
         if is_v2():
             stat = _keyed(_read(self.dir() / "cpu.stat"))
