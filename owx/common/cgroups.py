@@ -160,10 +160,12 @@ class Cgroup:
                     time.sleep(0.005)
 
     def children(self) -> list["Cgroup"]:
-        base = self.dir()
-        if not base.is_dir():
+        """The groups directly below this one (one directory read, no stat per entry)."""
+        try:
+            with os.scandir(self.dir()) as entries:
+                return [Cgroup(f"{self.relpath}/{entry.name}") for entry in entries if entry.is_dir(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return [Cgroup(f"{self.relpath}/{entry.name}") for entry in base.iterdir() if entry.is_dir()]
 
     # -- memory ------------------------------------------------------------
     def set_memory_limit(self, limit_bytes: int) -> None:
