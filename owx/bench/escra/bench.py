@@ -144,11 +144,12 @@ def oom(report: Report, rounds: int, grow_mib: int, guarded: bool) -> None:
     report.figure("oom: events the task survived", len(rescued))
     report.figure("oom: rescued from the agent's reserve", sum(e.source == "reserve" for e in found))
     report.figure("oom: rescued by asking the allocator", sum(e.source == "allocator" for e in found))
+    report.figure("oom: events without an agent record", sum(e.source is None for e in found))
     for label, values in (("kernel event -> task runs", [e.rescue_ms for e in found]),
                           ("task stall (last -> first progress)", [e.stall_ms for e in found]),
                           ("kernel event -> agent wakes", [e.agent_wake_ms() for e in found if e.agent_woke_ns]),
                           ("agent wakes -> limit written", [e.agent_write_ms() for e in found if e.raised_ns])):
-        for q in (50, 99):
+        for q in (50, 99) if values else ():
             report.figure(f"oom: {label}, p{q}", percentile(values, q), "ms")
     report.goal(f"oom: rescue p99, kernel event -> task runs, <= {RESCUE_P99_MS:g} ms",
                 percentile([e.rescue_ms for e in found], 99) if found else float("inf"), RESCUE_P99_MS, "ms")

@@ -8,8 +8,9 @@ Three clocks see one episode (all ``CLOCK_MONOTONIC``, comparable across process
   event registration stamps the kernel's OOM event;
 * the agent logs when it woke for the event and when the raised limit was written.
 
-The rescue time is *observer's event stamp → the task's first progress after it*;
-the agent's wake-up and write are reported beside it, so the difference shows.
+The rescue time is *the event's first sighting in user space (normally the
+observer's stamp) → the task's first progress after it*; the agent's wake-up and
+write are reported beside it, so the difference shows.
 """
 
 from __future__ import annotations
@@ -49,12 +50,15 @@ print(" ".join(map(str, stamps)), flush=True)
 """
 
 
+SAME_EVENT_NS = 50_000_000  # an observer stamp and an agent wake-up this close are one event
+
+
 @dataclass(frozen=True)
 class Episode:
     """One OOM event of one task; ``None`` where a step never happened (the task was killed)."""
 
     stalled_ns: int  # the task's last progress before the event
-    event_ns: int  # the observer's stamp of the kernel's event
+    event_ns: int  # the kernel's event as first seen from user space (observer or agent)
     resumed_ns: int | None  # the task's first progress after it
     agent_woke_ns: int | None = None
     raised_ns: int | None = None
@@ -115,23 +119,30 @@ def grow(group: Cgroup, mib: int, delay_s: float = 0.2) -> Growth:
 
 
 def episodes(growth: Growth, agent_log: list[dict]) -> list[Episode]:
-    """Pair each observed event with the task's stall around it and the agent's record of it.
+    """Pair each observed event with the agent's record of it and the task's stall around it.
 
-    Two observer stamps inside one stall are one episode.  A killed task printed
-    no stamps: each of its events is an episode that never resumed.
+    The event's time is the earliest moment user space saw it: the observer's
+    stamp, or the agent's wake-up if the agent woke first (on a busy node either
+    may be delayed).  Two sightings inside one stall are one episode.  A killed
+    task printed no stamps: each of its events is an episode that never resumed.
     """
     if not growth.stamps:
         return [Episode(event, event, None) for event in growth.events]
     found: list[Episode] = []
     gaps: set[int] = set()
+    unmatched = list(agent_log)
     for event in growth.events:
-        at = bisect.bisect_right(growth.stamps, event)
+        record = min(unmatched, key=lambda r: abs(r["event_ns"] - event), default=None)
+        if record is not None and abs(record["event_ns"] - event) <= SAME_EVENT_NS:
+            unmatched.remove(record)
+        else:
+            record = None
+        seen = min(event, record["event_ns"]) if record else event
+        at = bisect.bisect_right(growth.stamps, seen)
         if not 0 < at < len(growth.stamps) or at in gaps:
             continue  # outside the growth (start-up, exit) or the same stall again
         gaps.add(at)
-        stalled, resumed = growth.stamps[at - 1], growth.stamps[at]
-        record = next((r for r in agent_log if stalled <= r["event_ns"] <= resumed), None)
-        found.append(Episode(stalled, event, resumed,
+        found.append(Episode(growth.stamps[at - 1], seen, growth.stamps[at],
                              agent_woke_ns=record["event_ns"] if record else None,
                              raised_ns=record["raised_ns"] if record else None,
                              source=record["source"] if record else None))
