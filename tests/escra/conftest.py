@@ -64,7 +64,11 @@ class ControllerProcess:
     def start(self) -> "ControllerProcess":
         cmd = [sys.executable, "-m", "owx.cli", "agent", "--controller", "--port", str(self.port), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_for(self._ready, timeout=20, interval=0.1)
+        try:
+            wait_for(self._ready, timeout=20, interval=0.1)
+        except BaseException:
+            self.stop()  # not ready in time: the fixture never gets it to stop
+            raise
         return self
 
     def _ready(self) -> bool:
