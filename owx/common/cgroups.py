@@ -160,10 +160,12 @@ class Cgroup:
                     time.sleep(0.005)
 
     def children(self) -> list["Cgroup"]:
-        base = self.dir()
-        if not base.is_dir():
+        """The groups directly below this one (one directory read, no stat per entry)."""
+        try:
+            with os.scandir(self.dir()) as entries:
+                return [Cgroup(f"{self.relpath}/{entry.name}") for entry in entries if entry.is_dir(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return [Cgroup(f"{self.relpath}/{entry.name}") for entry in base.iterdir() if entry.is_dir()]
 
     # -- memory ------------------------------------------------------------
     def set_memory_limit(self, limit_bytes: int) -> None:
@@ -271,6 +273,13 @@ class Cgroup:
             _write(self.dir() / "cpu.weight", weight)
         else:
             _write(self.dir("cpu") / "cpu.shares", shares)
+
+    def set_rt_runtime(self, runtime_us: int) -> None:
+        """cgroup v1 with real-time group scheduling: real-time CPU time per second for the group's
+        threads (a new group has 0: none of its threads may run real-time). Set parents first."""
+        path = self.dir("cpu") / "cpu.rt_runtime_us"
+        if not is_v2() and path.exists():
+            _write(path, runtime_us)
 
     def cpu(self) -> CpuStat:
         if is_v2():

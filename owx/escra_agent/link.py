@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import http.client
+import select
+import threading
+import urllib.parse
+from functools import partial
 from typing import Protocol, TypeVar
 
-import requests
 from pydantic import BaseModel, ValidationError
 
 from owx.escra_agent.allocator import ResourceAllocator, StaleAgent
@@ -46,12 +50,24 @@ class LocalLink:
 
 
 class HttpLink:
-    """``POST <url>/v1/<kind>`` with a JSON body; 409 means re-register."""
+    """``POST <url>/v1/<kind>`` with a JSON body; 409 means re-register.
+
+    One kept-alive connection per calling thread (the period loop and the OOM
+    reporter post concurrently), over ``http.client``: at ten posts a second a
+    general-purpose client library's own work was half of the agent's CPU.
+    A failed post is not retried (the allocator may have applied it); the
+    connection is dropped and the next post opens a new one.
+    """
 
     def __init__(self, url: str, timeout_s: float = 0.5) -> None:
         self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
-        self._session = requests.Session()
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"allocator URL {url!r} is not http(s)://host[:port]")
+        self._connect = partial(http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection,
+                                parts.hostname, parts.port, timeout=timeout_s)
+        self._path = parts.path
+        self._local = threading.local()
 
     def register(self, msg: Register) -> Directives:
         return self._post("register", msg, Directives)
@@ -66,20 +82,31 @@ class HttpLink:
         return self._post("oom", msg, OomReply)
 
     def _post(self, kind: str, msg: BaseModel, reply: type[Reply]) -> Reply:
+        connection = self._connection()
         try:
-            response = self._session.post(
-                f"{self.url}/v1/{kind}",
-                data=msg.model_dump_json(),
-                headers={"Content-Type": "application/json"},
-                timeout=self.timeout_s,
-            )
-        except requests.RequestException as exc:
-            raise AllocatorUnavailable(f"allocator {self.url} unreachable: {exc}") from None
-        if response.status_code == 409:
-            raise StaleAgent(response.text)
-        if response.status_code != 200:
-            raise AllocatorUnavailable(f"allocator {self.url} answered {response.status_code}: {response.text[:200]}")
+            connection.request("POST", f"{self._path}/v1/{kind}", msg.model_dump_json().encode(),
+                               {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            content = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            self._local.connection = None
+            raise AllocatorUnavailable(f"allocator {self.url} unreachable: {exc!r}") from None
+        if response.status == 409:
+            raise StaleAgent(content.decode(errors="replace"))
+        if response.status != 200:
+            raise AllocatorUnavailable(f"allocator {self.url} answered {response.status}: {content[:200]!r}")
         try:
-            return reply.model_validate_json(response.content)
+            return reply.model_validate_json(content)
         except ValidationError as exc:
             raise AllocatorUnavailable(f"allocator {self.url} sent an invalid {reply.__name__}: {exc}") from None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        """This thread's connection; a new one if the server closed the kept-alive one meanwhile."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None and connection.sock is not None and select.select([connection.sock], [], [], 0)[0]:
+            connection.close()  # readable while idle: the server closed it (or sent what nobody asked for)
+            connection = None
+        if connection is None:
+            connection = self._local.connection = self._connect()
+        return connection

@@ -16,9 +16,9 @@ class AllocatorParams(BaseModel):
     (100_000 µs = one core); memory is bytes.
     """
 
-    upsilon: float = Field(20.0, gt=0, le=100, description="[Υ] % of the unallocated runtime a container throttled in every window period claims per period")
+    upsilon: float = Field(20.0, ge=0, le=100, description="[Υ] % of the unallocated runtime a container throttled in every window period claims per period (0: quotas never grow)")
     gamma: float = Field(0.2, ge=0, lt=1, description="[γ] share of its quota a container must leave unused in a period before the quota shrinks")
-    kappa: float = Field(0.8, gt=0, le=1, description="[κ] share of the windowed unused runtime taken back per period")
+    kappa: float = Field(0.8, ge=0, le=1, description="[κ] share of the windowed unused runtime taken back per period (0: quotas never shrink)")
     window: int = Field(10, ge=1, description="[n] periods in the sliding throttle/unused windows")
     sigma: float = Field(0.2, ge=0, lt=1, description="[σ] fraction of the global memory withheld for OOM events")
     delta_bytes: int = Field(50 * MIB, ge=0, description="[δ] reclaim safe margin above usage")

@@ -1,4 +1,4 @@
-"""OOM rescue, OOM that proceeds, periodic reclaim, refused shrink."""
+"""OOM rescue (timed from the kernel's event), OOM that proceeds, periodic reclaim, refused shrink."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import time
 
 from escra_support import wait_for
 from owx.bench.escra.procs import ALLOC, IDLE, python
+from owx.bench.escra.rescue import episodes, grow
 
+from owx.common.cgroups import Cgroup
 from owx.escra_agent.messages import Directives, LimitUpdate
 
 MIB = 1 << 20
@@ -57,3 +59,25 @@ def test_refused_shrink_keeps_the_limit_and_the_books_follow(local_escra, contai
     assert proc.poll() is None
     time.sleep(0.3)
     assert allocator.view().containers["hog"]["memory_limit"] == group.memory().limit
+
+
+def test_a_rescued_task_keeps_running_and_each_stall_is_timed_from_the_kernels_event(local_escra, container):
+    allocator, agent = local_escra(memory_mb=1024, containers=8)  # initial limit 102 MiB
+    group, _ = container("grower")
+    wait_for(lambda: "grower" in agent.containers and agent.guard.reserve("app") > 0
+             and 0 < group.memory().limit < 200 * MIB)
+    growth = grow(group, 300)
+    assert not growth.killed and group.memory().limit > 300 * MIB
+    found = episodes(growth, [])
+    assert found, "the observer saw no OOM event"
+    for episode in found:  # the task stalled before the kernel's event and ran again after it
+        assert episode.stalled_ns <= episode.event_ns < episode.resumed_ns
+
+
+def test_without_a_rescue_the_task_is_killed_and_its_rescue_never_ends(cgroup_root):
+    group = Cgroup(f"{cgroup_root}/unguarded").create()
+    group.set_memory_limit(100 * MIB)
+    growth = grow(group, 300)
+    assert growth.killed
+    found = episodes(growth, [])
+    assert found and all(episode.rescue_ms == float("inf") for episode in found)

@@ -1,48 +1,82 @@
-"""owx bench escra: CPU tracking, slack and performance vs static and VPA-like limits, OOM rescue, agent cost.
+"""owx bench escra: Escra against static limits under closed-loop load, OOM rescue from the kernel's event.
 
-Everything is real: action containers are cgroups under ``owx-bench-escra/<run>``
-with Python workers burning CPU and touching memory; Escra runs as
-``owx agent --controller`` plus ``owx agent`` processes.  The 60 s recommender is
-run time-scaled: a run of ``--duration`` seconds applies it every
-``60 * duration / 300`` s, i.e. as often, relative to run length, as a 60 s
-recommender in a 5-minute run.
+Everything is real: containers are cgroups under ``owx-bench-escra/<run>`` with
+Python workers burning CPU and touching memory; Escra runs as
+``owx agent --controller`` plus an ``owx agent`` process.
+
+Sections (a control run does only the section whose gates it breaks):
+
+* ``tracking``: fig. 2.2, one container's limit following a stepping demand (reported);
+* ``cpu``: per workload shape, an Escra and a static application with the same
+  budget, side by side under the same closed-loop clients (see ``compare``);
+  gates: Escra's p99 latency <= 1.2x static's, throughput >= 0.95x static's,
+  median CPU slack <= 25% of static's;
+* ``oom``: tasks growing past their limit, rescue timed from the kernel's event
+  (see ``rescue``); gates: p99 <= 5 ms, no task killed;
+* ``cost``: the agent's CPU for 50 idle containers; gate <= 5% of a core.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
-import subprocess
-import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
+from owx.bench.escra import compare, plots, rescue
+from owx.bench.escra.compare import percentile
 from owx.bench.escra.procs import BUSY, python, spawn_in
 from owx.bench.escra.stack import EscraStack
-from owx.bench.escra.workload import ActionContainer, Recommender, Sampler, apply_limits, drive, pattern
+from owx.bench.escra.workload import SHAPES, Sampler
+from owx.bench.results import Report
 
 from owx.common.cgroups import Cgroup
 
-MIB = 1 << 20
-OUT = Path("bench-out")
-RUN = f"owx-bench-escra/{uuid.uuid4().hex[:6]}"
+BENCH_ROOT = "owx-bench-escra"
+RUN = f"{BENCH_ROOT}/{uuid.uuid4().hex[:6]}"
 NODE = "bench"
-CONTAINERS, WORKERS, BASE_MB, RATE = 2, 2, 30, 8.0
+SECTIONS = ("tracking", "cpu", "oom", "cost")
+P99_FACTOR, THROUGHPUT_SHARE, SLACK_SHARE = 1.2, 0.95, 0.25
+RESCUE_P99_MS = 5.0
+AGENT_CORE_SHARE = 0.05
+# From the comparison on, the bench (clients, Escra, containers) weighs like 32 busy tasks, so other
+# work on this shared node does not hold its containers below their own limits (which still cap them).
+CPU_SHARES = 32768
+RT_RUNTIME_US = 100_000  # per second, for threads that mostly sleep
 
 
-def pct(values, q) -> float:
-    return float(np.percentile(values, q)) if len(values) else float("nan")
+@dataclass(frozen=True)
+class Control:
+    """A run with one mechanism broken on purpose: it must fail the gates of its section."""
+
+    section: str
+    what: str
+    controller_args: tuple[str, ...] = ()
+    agent_args: tuple[str, ...] = ()
 
 
-# -- figure 2.2: tracking a demand that steps between 1 and 2 busy cores --------------------
-def tracking(step_s: float, steps: int) -> dict:
+CONTROLS = {
+    "gamma0": Control("cpu", "allocator starved: gamma = 0, every period with any unused runtime cuts the quota",
+                      controller_args=("--gamma", "0")),
+    "no-scale-up": Control("cpu", "upsilon = 0: a throttled container's quota never grows",
+                           controller_args=("--upsilon", "0")),
+    "no-scale-down": Control("cpu", "kappa = 0: quotas never shrink, idle containers keep what they got",
+                             controller_args=("--kappa", "0")),
+    "no-rescue": Control("oom", "no agent guards the growing tasks: the kernel OOM-kills at the limit"),
+    "busy-poll": Control("cost", "the agent samples every 1 ms instead of every 100 ms", agent_args=("--period", "0.001")),
+}
+
+
+# -- fig. 2.2: tracking a demand that steps between 1 and 2 busy cores ---------------------------
+def tracking(report: Report, step_s: float = 4.0, steps: int = 5) -> None:
+    stack = EscraStack(RUN, NODE, "name=track,cpu=2,memory-mb=1024,containers=1")
     group = Cgroup(f"{RUN}/{NODE}/track").create()
     procs = [spawn_in(group, python(BUSY)) for _ in range(2)]
-    stack = EscraStack(RUN, NODE, "name=track,cpu=2,memory-mb=1024,containers=1")
     try:
         stack.wait_managed(1)
         sampler = Sampler([group]).start()
@@ -60,171 +94,83 @@ def tracking(step_s: float, steps: int) -> dict:
             proc.kill()
             proc.wait()
         group.destroy()
-    ticks = sampler.ticks[0]
-    _plot_tracking(ticks, demand)
-    slack = [t.quota_cores - t.used_cores for t in ticks[10:]]
-    throttled_share = sum(1 for t in ticks[10:] if t.used_cores >= 0.97 * t.quota_cores) / max(1, len(ticks) - 10)
-    return {"cpu_slack_p50": pct(slack, 50), "cpu_slack_p99": pct(slack, 99), "at_limit_share": throttled_share,
-            "used_cores_mean": float(np.mean([t.used_cores for t in ticks[10:]]))}
+    ticks = sampler.ticks[0][10:]  # after the first second
+    plots.tracking(sampler.ticks[0], demand, report.plot_path("fig2_2_cpu_tracking"))
+    report.figure("tracking: CPU slack p50", percentile([compare.slack(t) for t in ticks], 50), "cores")
+    report.figure("tracking: CPU slack p99", percentile([compare.slack(t) for t in ticks], 99), "cores")
+    report.figure("tracking: periods at the limit", sum(t.used_cores >= 0.97 * t.quota_cores for t in ticks) / len(ticks), "share")
 
 
-def _plot_tracking(ticks, demand: list[tuple[float, int]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 3.5))
-    ax.plot([t.t for t in ticks], [t.quota_cores for t in ticks], label="Escra CPU limit")
-    ax.plot([t.t for t in ticks], [t.used_cores for t in ticks], label="CPU usage")
-    ax.step([t for t, _ in demand], [n for _, n in demand], where="post", linestyle=":", color="grey",
-            label="demand (busy processes; the node is shared)")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("cores")
-    ax.set_title("Escra CPU tracking (demand steps between 1 and 2 busy cores)")
-    ax.set_ylim(0, 2.6)  # the application's limit is 2 cores; room above for the legend
-    ax.legend(loc="upper left", ncol=3, fontsize="small")
-    fig.tight_layout()
-    fig.savefig(OUT / "escra_cpu_tracking.png", dpi=120)
-    plt.close(fig)
-
-
-# -- slack and performance ---------------------------------------------------------------
-def run_config(kind: str, config: str, duration: float, static: list[tuple[float, int]] | None) -> dict:
-    """One run of one workload under one allocation policy; returns metrics."""
-    containers = [ActionContainer(Cgroup(f"{RUN}/{NODE}/{config}-{i}"), WORKERS, BASE_MB) for i in range(CONTAINERS)]
-    groups = [c.group for c in containers]
-    stack = recommender = None
-    try:
-        if config in ("static", "vpa-1s", "vpa-60s"):
-            for group, (cores, memory) in zip(groups, static):
-                apply_limits(group, cores, memory)
-        if config == "escra":
-            budget_mb = sum(memory for _, memory in static) // MIB
-            stack = EscraStack(RUN, NODE, f"name=bench,cpu=2,memory-mb={budget_mb},containers={CONTAINERS}")
-            stack.wait_managed(CONTAINERS)
-        sampler = Sampler(groups).start()
-        if config.startswith("vpa"):
-            interval = 1.0 if config == "vpa-1s" else 60.0 * duration / 300.0
-            # start from the profiled peak (not 1.5x): what a recommender converges to
-            for group, (cores, memory) in zip(groups, static):
-                apply_limits(group, cores / 1.5, int(memory / 1.5))
-            recommender = Recommender(groups, sampler, interval=interval, window=10.0).start()
-        requests = pattern(kind, RATE, duration, CONTAINERS, seed=7)
-        drive(requests, containers)
-        if recommender:
-            recommender.stop()
-        sampler.stop()
-        oom_kills = sum(g.memory().oom_kills for g in groups)
-    finally:
-        if stack:
-            stack.close()
-        for container in containers:
-            container.close()
-    done = [r for r in requests if r.done is not None]
-    ticks = [t for series in sampler.ticks for t in series]
-    return {
-        "cpu_slack_p50": pct([t.quota_cores - t.used_cores for t in ticks], 50),
-        "cpu_slack_p99": pct([t.quota_cores - t.used_cores for t in ticks], 99),
-        "mem_slack_p50_mib": pct([(t.mem_limit - t.mem_usage) / MIB for t in ticks], 50),
-        "mem_slack_p99_mib": pct([(t.mem_limit - t.mem_usage) / MIB for t in ticks], 99),
-        "throughput": len(done) / duration,
-        "offered": len(requests) / duration,
-        "p99_ms": pct([(r.done - r.at) * 1000 for r in done], 99),
-        "failed": sum(r.failed for r in requests),
-        "oom_kills": oom_kills,
-    }
+# -- Escra vs static, same budget, same clients ----------------------------------------------------
+def cpu(report: Report, shape_name: str, duration_s: float, control: Control | None) -> None:
+    shape = SHAPES[shape_name]
+    runs = compare.compare(shape, duration_s, RUN, NODE, control.controller_args if control else ())
+    escra, static = runs["escra"], runs["static"]
+    print(" | ".join(f"{shape.name} {r.name}: {r.throughput():.1f} req/s, p99 {r.latency_ms(99):.0f} ms" for r in (escra, static)),
+          flush=True)
+    for run in (escra, static):
+        prefix = f"{shape.name} {run.name}"
+        allocated, used = run.mean_cores()
+        report.figure(f"{prefix}: throughput", run.throughput(), "req/s")
+        for q in (50, 99, 99.9):
+            report.figure(f"{prefix}: latency p{q:g}", run.latency_ms(q), "ms")
+        report.figure(f"{prefix}: CPU slack p50", percentile(run.cpu_slack(), 50), "cores")
+        report.figure(f"{prefix}: CPU slack p99", percentile(run.cpu_slack(), 99), "cores")
+        report.figure(f"{prefix}: memory slack p50", percentile(run.memory_slack_mib(), 50), "MiB")
+        report.figure(f"{prefix}: memory slack p99", percentile(run.memory_slack_mib(), 99), "MiB")
+        report.figure(f"{prefix}: mean CPU allocated", allocated, "cores")
+        report.figure(f"{prefix}: mean CPU used", used, "cores")
+        report.figure(f"{prefix}: failed requests", run.failed)
+        report.figure(f"{prefix}: OOM kills", run.oom_kills)
+    memory_ratio = percentile(escra.memory_slack_mib(), 50) / percentile(static.memory_slack_mib(), 50)
+    report.figure(f"{shape.name}: Escra memory slack p50 / static's", memory_ratio)
+    report.goal(f"{shape.name}: Escra p99 latency <= {P99_FACTOR}x static's", escra.latency_ms(99) / static.latency_ms(99),
+                P99_FACTOR, "x")
+    report.goal(f"{shape.name}: Escra throughput >= {THROUGHPUT_SHARE}x static's", escra.throughput() / static.throughput(),
+                THROUGHPUT_SHARE, "x", higher_is_better=True)
+    report.goal(f"{shape.name}: Escra CPU slack p50 <= {SLACK_SHARE:.0%} of static's",
+                percentile(escra.cpu_slack(), 50) / percentile(static.cpu_slack(), 50), SLACK_SHARE, "x")
+    plots.timeline(runs, compare.budget_cores(shape) / compare.CONTAINERS, duration_s,
+                   report.plot_path(f"{shape.name}_timeline"))
+    plots.cdfs(runs, report.plot_path(f"{shape.name}_fig2_6_to_2_8_cdfs"))
 
 
-def profile(kind: str, duration: float) -> list[tuple[float, int]]:
-    """Peak CPU (cores, 100 ms) and memory per container with no limits."""
-    containers = [ActionContainer(Cgroup(f"{RUN}/profile-{i}"), WORKERS, BASE_MB) for i in range(CONTAINERS)]
-    sampler = Sampler([c.group for c in containers]).start()
-    try:
-        drive(pattern(kind, RATE, duration, CONTAINERS, seed=3), containers, drain_s=0.5)
-    finally:
-        sampler.stop()
-        for container in containers:
-            container.close()
-    return sampler.peaks()
+# -- OOM rescue from the kernel's event ------------------------------------------------------------
+def oom(report: Report, rounds: int, grow_mib: int, guarded: bool) -> None:
+    result = rescue.measure(RUN, NODE, rounds, grow_mib, rescue=guarded)
+    found = result.episodes
+    rescued = [e for e in found if e.resumed_ns]
+    report.figure("oom: events observed", len(found))
+    report.figure("oom: events the task survived", len(rescued))
+    report.figure("oom: rescued from the agent's reserve", sum(e.source == "reserve" for e in found))
+    report.figure("oom: rescued by asking the allocator", sum(e.source == "allocator" for e in found))
+    report.figure("oom: events without an agent record", sum(e.source is None for e in found))
+    for label, values in (("kernel event -> task runs", [e.rescue_ms for e in found]),
+                          ("task stall (last -> first progress)", [e.stall_ms for e in found]),
+                          ("kernel event -> agent wakes", [e.agent_wake_ms() for e in found if e.agent_woke_ns]),
+                          ("agent wakes -> limit written", [e.agent_write_ms() for e in found if e.raised_ns])):
+        for q in (50, 99) if values else ():
+            report.figure(f"oom: {label}, p{q}", percentile(values, q), "ms")
+    report.goal(f"oom: rescue p99, kernel event -> task runs, <= {RESCUE_P99_MS:g} ms",
+                percentile([e.rescue_ms for e in found], 99) if found else float("inf"), RESCUE_P99_MS, "ms")
+    report.goal(f"oom: tasks killed of {result.rounds}", result.killed, 0)
+    plots.rescue(found, report.plot_path("oom_rescue"))
 
 
-def compare(kind: str, duration: float, profile_s: float) -> dict[str, dict]:
-    peaks = profile(kind, profile_s)
-    static = [(cores * 1.5, int(memory * 1.5)) for cores, memory in peaks]
-    return {config: run_config(kind, config, duration, static) for config in ("static", "vpa-1s", "vpa-60s", "escra")}
-
-
-# -- OOM rescue latency: event -> the paused process runs again ---------------------------
-# Burns CPU for ARGV[2] seconds, says "grow", then allocates ARGV[1] MiB stamping each MiB.
-STAMPER = """
-import sys, time
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    pass
-print("grow", flush=True)
-chunks = []
-for _ in range(int(sys.argv[1])):
-    chunk = bytearray(1 << 20); chunk[::4096] = b"x" * 256
-    chunks.append(chunk)
-    sys.stdout.write(f"{time.monotonic_ns()}\\n")
-sys.stdout.flush()
-"""
-
-
-def oom_rescue(rounds: int, warmup_s: float) -> dict:
-    """Rescue latency of a process whose memory grows after ``warmup_s`` s of running.
-
-    A process that grows right after its container starts (``warmup_s`` 0) still
-    has its CPU quota ramping up from the eq. 2.1 share, so a rescued task may
-    also wait for the next CFS period; ``throttled`` counts the periods in which
-    the quota, not memory, held it back while it grew.
-    """
-    log = Path(tempfile.mkdtemp(prefix="owx-bench-escra-")) / "rescues.jsonl"
-    stack = EscraStack(RUN, NODE, "name=oom,cpu=2,memory-mb=4096,containers=8", str(log))
-    latencies, kills, stamps_ns, throttled = [], 0, [], 0
-    try:
-        for index in range(rounds):
-            name = f"oom-{warmup_s:g}-{index}".replace(".", "_")
-            group = Cgroup(f"{RUN}/{NODE}/{name}").create()
-            idle = spawn_in(group, python("import time; time.sleep(60)"))
-            stack.wait_managed(name=name)
-            time.sleep(0.5)  # the agent holds its rescue reserve
-            stamps = spawn_in(group, python(STAMPER, "700", str(warmup_s)), stdout=subprocess.PIPE, text=True)
-            assert stamps.stdout.readline().strip() == "grow", "stamper did not start"
-            before = group.cpu().throttled_periods
-            stamps_ns += [int(line) for line in stamps.stdout]
-            stamps.wait()
-            throttled += group.cpu().throttled_periods - before
-            kills += group.memory().oom_kills + (stamps.returncode != 0)
-            idle.kill()
-            idle.wait()
-            group.destroy()
-        time.sleep(0.2)
-        for line in log.read_text().splitlines():
-            event = json.loads(line)
-            after = [t for t in stamps_ns if t > event["event_ns"]]
-            if after:
-                latencies.append((min(after) - event["event_ns"]) / 1e6)
-    finally:
-        stack.close()
-    return {"events": len(latencies), "p50_ms": pct(latencies, 50), "p99_ms": pct(latencies, 99),
-            "max_ms": max(latencies, default=float("nan")), "oom_kills": kills, "throttled": throttled}
-
-
-# -- the agent's own CPU for 50 idle containers --------------------------------------------
-def agent_cost(count: int, seconds: float) -> dict:
+# -- the agent's own CPU for 50 idle containers -----------------------------------------------------
+def cost(report: Report, count: int, seconds: float, control: Control | None) -> None:
     groups = [Cgroup(f"{RUN}/{NODE}/idle-{i}").create() for i in range(count)]
     procs = [spawn_in(g, ["sleep", "3600"]) for g in groups]
-    stack = EscraStack(RUN, NODE, f"name=idle,cpu=2,memory-mb=8192,containers={count}")
+    stack = EscraStack(RUN, NODE, f"name=idle,cpu=2,memory-mb=8192,containers={count}",
+                       agent_args=control.agent_args if control else ())
     try:
-        stack.wait_managed(count, timeout=20)
+        stack.wait_managed(count)
         time.sleep(1.0)
         agent_before, ctl_before, t0 = _cpu_s(stack.agent.pid), _cpu_s(stack.controller.pid), time.monotonic()
         time.sleep(seconds)
         elapsed = time.monotonic() - t0
         agent = (_cpu_s(stack.agent.pid) - agent_before) / elapsed
-        controller = (_cpu_s(stack.controller.pid) - ctl_before) / elapsed
+        allocator = (_cpu_s(stack.controller.pid) - ctl_before) / elapsed
     finally:
         stack.close()
         for proc in procs:
@@ -232,7 +178,9 @@ def agent_cost(count: int, seconds: float) -> dict:
             proc.wait()
         for group in groups:
             group.destroy()
-    return {"agent_core_share": agent, "allocator_core_share": controller}
+    report.figure(f"cost: allocator CPU, {count} idle containers", allocator, "cores")
+    report.goal(f"cost: agent CPU, {count} idle containers, <= {AGENT_CORE_SHARE:.0%} of a core", agent, AGENT_CORE_SHARE,
+                "cores")
 
 
 def _cpu_s(pid: int) -> float:
@@ -240,77 +188,72 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-# -- report ------------------------------------------------------------------------------------
+@contextmanager
+def weighted() -> Iterator[None]:
+    """This process, the Escra processes it starts and its containers in one cgroup weighing CPU_SHARES.
+
+    Real-time threads (the agent's OOM thread, the OOM observer) keep their priority in it.
+    """
+    Cgroup(BENCH_ROOT).set_cpu_shares(CPU_SHARES)
+    driver = Cgroup(f"{RUN}/driver").create()
+    for group in (Cgroup(BENCH_ROOT), Cgroup(RUN), driver):
+        group.set_rt_runtime(RT_RUNTIME_US)
+    driver.add(os.getpid())
+    try:
+        yield
+    finally:
+        Cgroup("").add(os.getpid())
+
+
+def _destroy_tree(group: Cgroup) -> None:
+    for child in group.children():
+        _destroy_tree(child)
+    group.destroy()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=15.0, help="seconds per workload run (default 15)")
-    parser.add_argument("--profile", type=float, default=8.0, help="seconds of the unlimited profiling run")
-    parser.add_argument("--workloads", default="fixed,exponential,bursty")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of closed-loop load per shape (default 60)")
+    parser.add_argument("--shapes", default="steady,bursty", help=f"workload shapes, of {','.join(SHAPES)}")
+    parser.add_argument("--rounds", type=int, default=10, help="growing tasks in the OOM section (default 10)")
+    parser.add_argument("--grow-mb", type=int, default=1200, help="MiB each growing task touches (default 1200)")
+    parser.add_argument("--control", choices=sorted(CONTROLS), help="break one mechanism on purpose (must fail)")
     args = parser.parse_args(argv)
-    OUT.mkdir(exist_ok=True)
+    control = CONTROLS.get(args.control)
+    sections = (control.section,) if control else SECTIONS
+    shapes = args.shapes.split(",")
+    report = Report("escra", control=args.control, parameters={
+        "sections": sections,
+        "control": control.what if control else None,
+        "containers per application": compare.CONTAINERS,
+        "budget": f"{compare.BUDGET_FACTOR}x the containers' mean CPU demand; static splits it equally",
+        "static memory per container (MiB)": compare.STATIC_MEMORY_MIB,
+        "shapes": {name: asdict(SHAPES[name]) | {"budget_cores": compare.budget_cores(SHAPES[name])} for name in shapes},
+        "duration_s": args.duration,
+        "oom": {"rounds": args.rounds, "grow_mib": args.grow_mb, "app": rescue.OOM_APP, "allocator": rescue.OOM_ALLOCATOR,
+                "initial_limit_mib": rescue.initial_limit() / (1 << 20)},
+        "allocator": "defaults (upsilon 20%, gamma 0.2, kappa 0.8, n 10, 100 ms)",
+        "bench cgroup cpu.shares": CPU_SHARES,
+    })
+    report.figure("load average (1 min) at start", os.getloadavg()[0])
     Cgroup(RUN).create()
-    started = time.monotonic()
     try:
-        track = tracking(step_s=4.0, steps=5)
-        print(f"\n== CPU tracking (fig 2.2) -> {OUT / 'escra_cpu_tracking.png'}")
-        print(f"   slack p50 {track['cpu_slack_p50']:.2f} cores, p99 {track['cpu_slack_p99']:.2f}; at limit {track['at_limit_share']:.0%} of periods; "
-              f"mean usage {track['used_cores_mean']:.2f} cores")
-        results = {}
-        for kind in args.workloads.split(","):
-            results[kind] = compare(kind, args.duration, args.profile)
-            _print_table(kind, results[kind])
-        rescue = oom_rescue(rounds=3, warmup_s=1.5)
-        fresh = oom_rescue(rounds=3, warmup_s=0.0)
-        for label, row in (("running container", rescue), ("growing at start", fresh)):
-            print(f"\n== OOM rescue, {label}: {row['events']} events, event->running p50 {row['p50_ms']:.2f} ms, "
-                  f"p99 {row['p99_ms']:.2f} ms, max {row['max_ms']:.2f} ms, kills {row['oom_kills']}, "
-                  f"CPU-throttled periods while growing {row['throttled']}")
-        cost = agent_cost(50, 10.0)
-        print(f"\n== 50 idle containers: agent {cost['agent_core_share']:.1%} of a core, "
-              f"allocator {cost['allocator_core_share']:.1%}")
+        if "tracking" in sections:
+            tracking(report)  # a 2-core demand on a 2-core node: at the default weight
+        with weighted():
+            if "cpu" in sections:
+                for shape in shapes:
+                    cpu(report, shape, args.duration, control)
+            if "oom" in sections:
+                oom(report, args.rounds, args.grow_mb, guarded=args.control != "no-rescue")
+            if "cost" in sections:
+                cost(report, 50, 10.0, control)
     finally:
-        for child in Cgroup(RUN).children():
-            for grandchild in child.children():
-                grandchild.destroy()
-            child.destroy()
-        Cgroup(RUN).destroy()
-        if not Cgroup(RUN).children() and not Cgroup(RUN.split("/")[0]).children():
-            Cgroup(RUN.split("/")[0]).destroy()
-    goals = _goals(results, rescue, fresh, cost)
-    (OUT / "escra.json").write_text(json.dumps({"tracking": track, "workloads": results, "oom": rescue, "oom_at_start": fresh,
-                                                "cost": cost}, indent=2))
-    print(f"\n(total {time.monotonic() - started:.0f} s; 60 s recommender time-scaled to every {60 * args.duration / 300:.1f} s)")
-    return 0 if all(goals) else 1
-
-
-def _print_table(kind: str, rows: dict[str, dict]) -> None:
-    base = rows["static"]
-    print(f"\n== workload {kind} (offered {base['offered']:.0f} req/s)")
-    print(f"   {'config':8} {'cpu slack p50/p99 (cores)':>26} {'mem slack p50/p99 (MiB)':>25} {'req/s':>7} {'vs static':>9} {'p99 ms':>8} {'OOM kills':>9}")
-    for name, row in rows.items():
-        print(f"   {name:8} {row['cpu_slack_p50']:12.2f} /{row['cpu_slack_p99']:6.2f}      {row['mem_slack_p50_mib']:11.0f} /{row['mem_slack_p99_mib']:6.0f}    "
-              f"{row['throughput']:7.1f} {row['throughput'] / base['throughput']:9.2f} {row['p99_ms']:8.0f} {row['oom_kills']:9d}")
-    print(f"   escra CPU slack p50 = {rows['escra']['cpu_slack_p50'] / base['cpu_slack_p50']:.0%} of static's; "
-          f"memory slack p50 = {rows['escra']['mem_slack_p50_mib'] / base['mem_slack_p50_mib']:.0%} of static's")
-
-
-def _goals(results: dict, rescue: dict, fresh: dict, cost: dict) -> list[bool]:
-    escra = [rows["escra"] for rows in results.values()]
-    static = [rows["static"] for rows in results.values()]
-    checks = [
-        ("0 OOM kills with Escra while the pool has memory",
-         sum(r["oom_kills"] for r in escra) + rescue["oom_kills"] + fresh["oom_kills"] == 0),
-        ("Escra CPU slack p50 <= 25% of static 1.5x (every workload)",
-         all(e["cpu_slack_p50"] <= 0.25 * s["cpu_slack_p50"] for e, s in zip(escra, static))),
-        ("Escra throughput >= 95% of static (every workload)",
-         all(e["throughput"] >= 0.95 * s["throughput"] for e, s in zip(escra, static))),
-        ("OOM rescue p99 <= 5 ms (running container)", rescue["p99_ms"] <= 5.0),
-        ("agent <= 5% of one core for 50 containers", cost["agent_core_share"] <= 0.05),
-    ]
-    print()
-    for label, ok in checks:
-        print(f"{'PASS' if ok else 'FAIL'}  {label}")
-    return [ok for _, ok in checks]
+        _destroy_tree(Cgroup(RUN))
+        if not Cgroup(BENCH_ROOT).children():
+            Cgroup(BENCH_ROOT).destroy()
+    report.figure("load average (1 min) at end", os.getloadavg()[0])
+    return report.finish()
 
 
 if __name__ == "__main__":

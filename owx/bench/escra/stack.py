@@ -19,7 +19,8 @@ def _free_port() -> int:
 class EscraStack:
     """An allocator with one application and a node agent managing ``<cgroup_root>/<node>/*``."""
 
-    def __init__(self, cgroup_root: str, node: str, app: str, event_log: str | None = None, *controller_args: str) -> None:
+    def __init__(self, cgroup_root: str, node: str, app: str, event_log: str | None = None,
+                 controller_args: tuple[str, ...] = (), agent_args: tuple[str, ...] = ()) -> None:
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         owx = [sys.executable, "-m", "owx.cli", "agent"]
@@ -32,17 +33,18 @@ class EscraStack:
                     break
             except requests.RequestException:
                 if time.monotonic() > deadline or self.controller.poll() is not None:
+                    _end(self.controller)
                     raise RuntimeError("allocator did not start")
                 time.sleep(0.1)
-        agent_args = ["--node", node, "--cgroup-root", cgroup_root, "--allocator", self.url, "--app", app.split(",")[0].split("=")[1]]
+        where = ["--node", node, "--cgroup-root", cgroup_root, "--allocator", self.url, "--app", app.split(",")[0].split("=")[1]]
         if event_log:
-            agent_args += ["--event-log", event_log]
-        self.agent = subprocess.Popen([*owx, *agent_args], stdout=subprocess.DEVNULL)
+            where += ["--event-log", event_log]
+        self.agent = subprocess.Popen([*owx, *where, *agent_args], stdout=subprocess.DEVNULL)
 
     def state(self) -> dict:
         return requests.get(f"{self.url}/v1/state", timeout=2).json()
 
-    def wait_managed(self, count: int = 1, name: str | None = None, timeout: float = 10) -> None:
+    def wait_managed(self, count: int = 1, name: str | None = None, timeout: float = 30) -> None:
         """Until the allocator manages ``count`` containers (or the one called ``name``)."""
         deadline = time.monotonic() + timeout
         while (name not in self.state()["containers"]) if name else len(self.state()["containers"]) < count:
@@ -51,6 +53,17 @@ class EscraStack:
             time.sleep(0.1)
 
     def close(self) -> None:
-        for proc in (self.agent, self.controller):
-            proc.terminate()
-            proc.wait(timeout=10)
+        self.agent.terminate()
+        self.controller.terminate()
+        _end(self.agent)
+        _end(self.controller)
+
+
+def _end(proc: subprocess.Popen, grace_s: float = 15) -> None:
+    """Terminate ``proc``; kill it if it has not exited after ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

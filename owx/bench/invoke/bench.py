@@ -1,158 +1,168 @@
-"""``owx bench invoke``: gateway overhead, warm throughput and cold starts.
+"""``owx bench invoke``: warm invocations through ``owx up`` against the web stack's own floor.
 
-Baseline and subject run in the same invocation of this script:
-- latency: blocking invocations through the gateway against direct ``/run`` calls on a
-  warm runtime of the same code (p50/p99, and the overhead = gateway p50 - direct p50);
-- throughput: concurrent clients doing warm blocking invocations for a fixed time;
-- cold start: container + ``/init`` for the embedded (local) and Docker backends.
+Everything runs in this run, on this machine, each server in a process of its own, and every
+figure comes from wrk (another process, the client's clock):
 
-Goals (2 cores): overhead <= 2 ms at p50; >= 500 warm blocking invocations/s;
-embedded cold start <= 200 ms.
+- anchors: a Flask "hello" POST on waitress, on granian (WSGI) and on the server owx uses
+  (uvicorn + owx's ASGI bridge); a warm action runtime answering ``/run`` directly;
+- ``owx up`` (embedded platform, extensions on): warm blocking invokes at 1, 4 and 64 connections
+  (every one must answer 2xx and be recorded: counted through the API), non-blocking invokes
+  (202), activation GETs, the gateway's RSS and CPU seconds per 1,000 invocations;
+- a flood (:mod:`owx.bench.invoke.flood`): ``--flood`` non-blocking invokes as fast as wrk -c16
+  sends them, namespace limits out of the way, while another client times GETs.
+
+Goals: warm blocking invokes/s at 4 connections >= 0.35x Flask-on-granian's hello; gateway p50 at
+1 connection <= 2x a direct ``/run``'s; during the flood GETs keep p99 < 100 ms, threads stay
+bounded and every accepted activation is recorded. Controls (``--control``): ``unbounded-workers``
+(a thread per queued activation, as owx had: the flood must fail), ``one-worker`` (activations run
+one at a time: throughput must fail).
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import os
-import socket
-import statistics
+import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from owx.bench.http_client import Connection, percentile, timed
+from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.bench.invoke.anchors import SERVERS, _process, free_port, hello_server
+from owx.bench.invoke.coldstart import measure_cold_start
+from owx.bench.invoke.flood import flood
+from owx.bench.results import Report
+from owx.bench.wrk import WrkResult, wrk
 
 ACTION = "def main(args):\n    return {'n': args.get('n', 0)}\n"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_gateway(data_dir: Path, port: int) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "OWX_DATA_DIR": str(data_dir), "OWX_GATEWAY__PORT": str(port),
-           "OWX_PLATFORM__CGROUP_ROOT": "owx-bench-invoke", "OWX_LOG_LEVEL": "WARNING", "HOME": str(data_dir),
-           "OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "1000000", "OWX_PLATFORM__STEM_CELLS": "0"}
-    process = subprocess.Popen([sys.executable, "-m", "owx.cli", "up"], env=env, stdout=subprocess.PIPE, text=True)
-    auth = ""
-    for line in process.stdout:  # type: ignore[union-attr]
-        if line.startswith("auth "):
-            auth = line.split()[1]
-            break
-    return process, auth
-
-
-def direct_runtime(n: int) -> list[float]:
-    """Direct /run calls on a warm runtime process (the baseline)."""
-    port = free_port()
-    runtime = subprocess.Popen([sys.executable, "-m", "owx.runtimes.python_action", "--host", "127.0.0.1",
-                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 10
-        while True:
-            try:
-                conn = Connection(port)
-                status, body = conn.post("/init", {"value": {"name": "bench", "main": "main", "code": ACTION}})
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.01)
-        assert status == 200, body
-        payload = {"namespace": "guest", "action_name": "/guest/bench", "activation_id": "0" * 32,
-                   "transaction_id": "0" * 32, "deadline": str(int(time.time() * 1000) + 60000)}
-        timed(lambda i: conn.post("/run", {"value": {"n": i}, **payload}), 200)  # warm up
-        return timed(lambda i: conn.post("/run", {"value": {"n": i}, **payload}), n)
-    finally:
-        runtime.kill()
-        runtime.wait()
-
-
-def _throughput_worker(port: int, auth: str, path: str, seconds: float, queue) -> None:
-    conn = Connection(port, auth)
-    done, latencies = 0, []
-    end = time.perf_counter() + seconds
-    while (now := time.perf_counter()) < end:
-        status, _ = conn.post(path, {"n": done})
-        latencies.append(time.perf_counter() - now)
-        done += status == 200
-    queue.put((done, latencies))
-
-
-def throughput(port: int, auth: str, path: str, clients: int, seconds: float) -> tuple[float, list[float]]:
-    queue: multiprocessing.Queue = multiprocessing.Queue()
-    workers = [multiprocessing.Process(target=_throughput_worker, args=(port, auth, path, seconds, queue))
-               for _ in range(clients)]
-    for worker in workers:
-        worker.start()
-    results = [queue.get() for _ in workers]
-    for worker in workers:
-        worker.join()
-    return sum(r[0] for r in results) / seconds, [lat for r in results for lat in r[1]]
-
-
-def cold_starts(n: int, backends: list[str]) -> dict[str, list[float]]:
-    from owx.bench.invoke.coldstart import measure_cold_start
-
-    return {backend: measure_cold_start(backend, n) for backend in backends}
+CONTROLS = {"unbounded-workers": {"OWX_GATEWAY__WORKERS": "4096"},
+            "one-worker": {"OWX_GATEWAY__WORKERS": "2"}}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=1000, help="sequential invocations per latency series")
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--cold", type=int, default=20, help="cold starts per backend")
-    parser.add_argument("--no-docker", action="store_true", help="skip the Docker cold start")
+    parser = argparse.ArgumentParser(prog="owx bench invoke", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="duration of each wrk series")
+    parser.add_argument("--flood", type=int, default=10_000, help="non-blocking invokes in the flood")
+    parser.add_argument("--cold", type=int, default=20, help="cold starts of the embedded platform")
+    parser.add_argument("--control", choices=sorted(CONTROLS), help="switch a mechanism off (a goal must then fail)")
     args = parser.parse_args(argv)
+    report = Report("invoke", {"seconds": args.seconds, "flood": args.flood, "action": "returns {'n': n}",
+                               "wrk threads": 2}, control=args.control)
+    body = '{"n": 1}'
 
-    direct = direct_runtime(args.n)
-    with tempfile.TemporaryDirectory(prefix="owx-bench-") as tmp:
-        port = free_port()
-        gateway, auth = start_gateway(Path(tmp), port)
+    for kind in SERVERS:
+        with hello_server(kind) as url:
+            for connections in (4, 64):
+                result = wrk(url, connections=connections, seconds=args.seconds, method="POST", body=body)
+                report.figure(f"Flask hello on {kind}, c{connections}", round(result.rate), "req/s")
+                if kind == "granian" and connections == 4:
+                    granian_c4 = result.rate
+    with _direct_runtime() as run_url:
+        direct = wrk(run_url, connections=1, seconds=args.seconds, method="POST", body=_run_body())
+    report.figure("direct /run, c1, p50", direct.p50_ms, "ms")
+
+    env = {"OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "100000000", "OWX_GATEWAY__CONCURRENT_INVOCATIONS": "100000",
+           "OWX_PLATFORM__STEM_CELLS": "0", **CONTROLS.get(args.control or "", {})}
+    with tempfile.TemporaryDirectory(prefix="owx-bench-invoke-") as tmp:
+        gateway = start_gateway_process(Path(tmp) / "gw", env=env)
         try:
-            conn = Connection(port, auth)
-            status, body = conn.put("/api/v1/namespaces/_/actions/bench?overwrite=true",
-                                    {"exec": {"kind": "python:3", "code": ACTION}, "limits": {"concurrency": 1}})
-            assert status == 200, body
-            path = "/api/v1/namespaces/_/actions/bench?blocking=true&result=true"
-            timed(lambda i: conn.post(path, {"n": i}), 200)  # warm up
-            through_gateway = timed(lambda i: conn.post(path, {"n": i}), args.n)
-            rate, loaded = throughput(port, auth, path, args.clients, args.seconds)
+            invoke = _deploy(gateway)
+            blocking = f"{invoke}?blocking=true&result=true"
+            wrk(blocking, connections=4, seconds=2, method="POST", body=body, auth=gateway.auth)  # warm up
+            cpu_before, invoked = _cpu_seconds(gateway), _recorded(gateway)
+            series: dict[int, WrkResult] = {}
+            for connections in (1, 4, 64):
+                series[connections] = wrk(blocking, connections=connections, seconds=args.seconds, method="POST",
+                                          body=body, auth=gateway.auth)
+            sent = sum(r.requests for r in series.values())
+            cpu_per_1000 = (_cpu_seconds(gateway) - cpu_before) / sent * 1000
+            recorded = _wait_recorded(gateway, invoked + sent)
+            nonblocking = wrk(invoke, connections=4, seconds=args.seconds, method="POST", body=body, auth=gateway.auth)
+            last = gateway.session().get(gateway.api("activations"), params={"limit": 1}).json()[0]["activationId"]
+            gets = wrk(gateway.api(f"activations/{last}"), connections=4, seconds=args.seconds, auth=gateway.auth)
+            rss_mb = _rss_mb(gateway)
+            flooded = flood(gateway, invoke, args.flood)
         finally:
-            gateway.terminate()
-            gateway.wait(timeout=30)
-    colds = cold_starts(args.cold, ["local"] if args.no_docker else ["local", "docker"])
+            gateway.stop()
+    colds = sorted(measure_cold_start("embedded", args.cold)) if args.cold else []
 
-    ms = 1000.0
-    d50, d99 = percentile(direct, 0.5) * ms, percentile(direct, 0.99) * ms
-    g50, g99 = percentile(through_gateway, 0.5) * ms, percentile(through_gateway, 0.99) * ms
-    overhead = g50 - d50
-    print(f"{'series':34} {'p50 ms':>8} {'p99 ms':>8}")
-    print(f"{'direct /run (baseline)':34} {d50:8.3f} {d99:8.3f}")
-    print(f"{'gateway blocking invoke':34} {g50:8.3f} {g99:8.3f}   ratio p50 {g50 / d50:.2f}x")
-    print(f"{'gateway under load (' + str(args.clients) + ' clients)':34} "
-          f"{percentile(loaded, 0.5) * ms:8.3f} {percentile(loaded, 0.99) * ms:8.3f}")
-    print(f"gateway overhead at p50: {overhead:.3f} ms")
-    print(f"warm blocking throughput: {rate:.0f} invocations/s with {args.clients} clients")
-    for backend, samples in colds.items():
-        print(f"cold start {backend:7}: p50 {percentile(samples, 0.5) * ms:7.1f} ms  "
-              f"p99 {percentile(samples, 0.99) * ms:7.1f} ms  (container + /init, n={len(samples)})")
-    goals = [
-        ("gateway overhead <= 2 ms at p50", overhead <= 2.0),
-        (">= 500 warm blocking invocations/s", rate >= 500),
-        ("embedded cold start <= 200 ms (p50)", percentile(colds["local"], 0.5) * ms <= 200),
-    ]
-    for label, ok in goals:
-        print(f"{'PASS' if ok else 'FAIL'}  {label}")
-    print(f"direct mean {statistics.mean(direct) * ms:.3f} ms, gateway mean {statistics.mean(through_gateway) * ms:.3f} ms")
-    return 0 if all(ok for _, ok in goals) else 1
+    for connections, result in series.items():
+        report.figure(f"owx blocking invokes, c{connections}", round(result.rate), "req/s")
+        report.figure(f"owx blocking invokes, c{connections}, p50", result.p50_ms, "ms")
+        report.figure(f"owx blocking invokes, c{connections}, p99", result.p99_ms, "ms")
+    report.figure("owx non-2xx answers (all series)", sum(r.non_2xx + r.errors for r in series.values()))
+    report.figure("owx invocations answered / recorded", f"{sent} / {recorded - invoked}")
+    report.figure("owx non-blocking invokes (202), c4", round(nonblocking.rate), "req/s")
+    report.figure("owx activation GETs, c4", round(gets.rate), "req/s")
+    report.figure("gateway CPU per 1,000 invocations", round(cpu_per_1000, 3), "s")
+    report.figure("gateway RSS after the series", round(rss_mb, 1), "MB")
+    for name, value, unit in flooded.figures():
+        report.figure(name, value, unit)
+    if colds:
+        report.figure("embedded cold start p50", round(colds[len(colds) // 2] * 1000, 1), "ms")
+
+    report.goal("warm blocking invokes/s (c4) / Flask-on-granian hello (c4) >= 0.35",
+                round(series[4].rate / granian_c4, 3), 0.35, higher_is_better=True)
+    report.goal("gateway p50 / direct /run p50 (c1) <= 2", round(series[1].p50_ms / direct.p50_ms, 2), 2.0)
+    report.goal("non-2xx or unrecorded blocking invocations == 0",
+                sum(r.non_2xx + r.errors for r in series.values()) + (sent - (recorded - invoked)), 0)
+    flooded.goals(report)
+    return report.finish()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _deploy(gateway: GatewayProcess) -> str:
+    http = gateway.session()
+    answer = http.put(gateway.api("actions/bench?overwrite=true"), json={"exec": {"kind": "python:3", "code": ACTION}})
+    if not answer.ok:
+        raise RuntimeError(f"could not create the action: {answer.text}")
+    return gateway.api("actions/bench")
+
+
+def _recorded(gateway: GatewayProcess) -> int:
+    answer = gateway.session().get(gateway.api("activations"), params={"name": "bench", "count": "true"})
+    return int(answer.json()["activations"])
+
+
+def _wait_recorded(gateway: GatewayProcess, expected: int, timeout_s: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while (count := _recorded(gateway)) < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return count
+
+
+def _cpu_seconds(gateway: GatewayProcess) -> float:
+    fields = Path(f"/proc/{gateway.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
+
+
+def _rss_mb(gateway: GatewayProcess) -> float:
+    for line in Path(f"/proc/{gateway.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _run_body() -> str:
+    return json.dumps({"value": {"n": 1}, "namespace": "guest", "action_name": "/guest/bench", "activation_id": "0" * 32,
+                       "transaction_id": "0" * 32, "deadline": str(int(time.time() * 1000) + 3_600_000)})
+
+
+class _direct_runtime:
+    """A warm runtime process of the same action, answering ``/run`` on TCP (what the gateway calls)."""
+
+    def __enter__(self) -> str:
+        self.port = free_port()
+        self._context = _process([sys.executable, "-m", "owx.runtimes.python_action", "--host", "127.0.0.1",
+                                  "--port", str(self.port)], f"http://127.0.0.1:{self.port}/init")
+        self._context.__enter__()
+        init = json.dumps({"value": {"name": "bench", "main": "main", "code": ACTION}}).encode()
+        done = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H",
+                               "Content-Type: application/json", "--data-binary", "@-",
+                               f"http://127.0.0.1:{self.port}/init"], input=init, capture_output=True)
+        if done.stdout != b"200" and done.stdout != b"403":  # 403: the readiness probe initialised it already
+            raise RuntimeError(f"/init answered {done.stdout!r}")
+        return f"http://127.0.0.1:{self.port}/run"
+
+    def __exit__(self, *exc: object) -> None:
+        self._context.__exit__(None, None, None)
