@@ -50,7 +50,7 @@ def wrk(url: str, *, connections: int, seconds: float, method: str = "GET", body
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write("\n".join(lines) + "\n")
     try:
-        done = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
+        done = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency",
                                "-s", script.name, url], capture_output=True, text=True, timeout=seconds + 120)
     finally:
         Path(script.name).unlink()

@@ -26,10 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import requests
+
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from owx.bench.invoke.anchors import SERVERS, _process, free_port, hello_server
+from owx.bench.invoke.anchors import SERVERS, free_port, hello_server
 from owx.bench.invoke.coldstart import measure_cold_start
 from owx.bench.invoke.flood import flood
 from owx.bench.results import Report
@@ -148,21 +152,26 @@ def _run_body() -> str:
                        "transaction_id": "0" * 32, "deadline": str(int(time.time() * 1000) + 3_600_000)})
 
 
-class _direct_runtime:
-    """A warm runtime process of the same action, answering ``/run`` on TCP (what the gateway calls)."""
-
-    def __enter__(self) -> str:
-        self.port = free_port()
-        self._context = _process([sys.executable, "-m", "owx.runtimes.python_action", "--host", "127.0.0.1",
-                                  "--port", str(self.port)], f"http://127.0.0.1:{self.port}/init")
-        self._context.__enter__()
-        init = json.dumps({"value": {"name": "bench", "main": "main", "code": ACTION}}).encode()
-        done = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H",
-                               "Content-Type: application/json", "--data-binary", "@-",
-                               f"http://127.0.0.1:{self.port}/init"], input=init, capture_output=True)
-        if done.stdout != b"200" and done.stdout != b"403":  # 403: the readiness probe initialised it already
-            raise RuntimeError(f"/init answered {done.stdout!r}")
-        return f"http://127.0.0.1:{self.port}/run"
-
-    def __exit__(self, *exc: object) -> None:
-        self._context.__exit__(None, None, None)
+@contextmanager
+def _direct_runtime() -> Iterator[str]:
+    """A warm runtime process of the same action, answering ``/run`` on TCP; yields the /run URL."""
+    port = free_port()
+    runtime = subprocess.Popen([sys.executable, "-m", "owx.runtimes.python_action", "--host", "127.0.0.1",
+                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                answer = requests.post(f"http://127.0.0.1:{port}/init",
+                                       json={"value": {"name": "bench", "main": "main", "code": ACTION}}, timeout=2)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        if not answer.ok:
+            raise RuntimeError(f"/init answered {answer.status_code}: {answer.text}")
+        yield f"http://127.0.0.1:{port}/run"
+    finally:
+        runtime.kill()
+        runtime.wait()
