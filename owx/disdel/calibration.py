@@ -104,13 +104,13 @@ def local_probe(prefix: str = "owx-disdel") -> Probe:
     return probe
 
 
-def gateway_probe(gateway: Any, kind: str, memory_mb: int) -> Probe:
+def gateway_probe(gateway: Any, kind: str, memory_mb: int, timeout_ms: int = 300_000) -> Probe:
     """Probes as actions of ``kind`` with ``memory_mb``; a new action (so a new container) per probe."""
 
     def probe(task: str, params: Any) -> list[int]:
         name = f"disdel-calibrate-{secrets.token_hex(4)}"
         gateway.client.put_action(name, "from owx.disdel.actions.calibrate import main  # noqa: F401\n", kind=kind,
-                                  limits={"memory": memory_mb, "timeout": 300_000})
+                                  limits={"memory": memory_mb, "timeout": timeout_ms})
         try:
             record = gateway.client.invoke_record(name, {"probe": task, "params": params})
         finally:

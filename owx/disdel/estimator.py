@@ -115,7 +115,7 @@ class MemoryEstimator:
         return MemoryEstimate(
             baseline=c.baseline_bytes if evaluates else c.light_baseline_bytes,
             graph=self._graph(profile) if evaluates else 0,
-            model_state=self._state(profile) if evaluates else 0,
+            model_state=profile.weights_bytes if evaluates else 0,  # evaluation: weights, no gradients or slots
             activations=self._activations(profile, min(eval_batch, eval_samples)) if evaluates else 0,
             data=int(c.data_factor * eval_samples * sample_bytes) if evaluates else 0,
             # the inputs, the average, per-tensor float64 sums

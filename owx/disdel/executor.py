@@ -37,7 +37,7 @@ from owx.disdel.estimator import MemoryEstimator, RuntimeCalibration
 from owx.disdel.failures import FailureManager, LimitsExhausted, classify
 from owx.disdel.gateway import Gateway
 from owx.disdel.history import FailureRecord, HistoryRecord, HistoryStore
-from owx.disdel.job import JobRequest, SyntheticDataset
+from owx.disdel.job import JobRequest
 from owx.disdel.limits import PlatformLimits
 from owx.disdel.messages import AggregateInput, AggregateParams, AggregateResult, ModelRef, TrainParams, TrainResult
 from owx.disdel.model_profile import profile_model
@@ -148,19 +148,19 @@ class JobRunner:
         return self.snapshot()
 
     def _prepare(self) -> tuple[Plan, ModelRef]:
-        """Data split and shards, the model's profile and initial weights, the plan."""
-        from owx.disdel.models import build_model
+        """Data split and shards, the model staged for the actions, its profile and initial weights, the plan."""
+        from owx.disdel.models import check_input, load_model, stage
 
         job = self.job
         x, y = data.load(job.dataset)
-        classes = job.dataset.classes if isinstance(job.dataset, SyntheticDataset) else int(y.max()) + 1
-        info = data.DatasetInfo(len(y), tuple(int(d) for d in x.shape[1:]), classes)  # type: ignore[arg-type]
+        info = data.DatasetInfo.of(x, y)
         held_out = job.held_out(len(y))
         if len(y) - held_out < (job.actions or 2):
             raise JobFailed(f"{len(y)} samples leave too few for training after {held_out} held out")
         data.write_npz(self.paths.eval_set, x[-held_out:], y[-held_out:])
-        ref = ModelRef(name=job.model, shape=info.shape, classes=classes, learning_rate=job.learning_rate, seed=job.seed)
-        model = build_model(ref.name, ref.shape, ref.classes, ref.seed, ref.learning_rate)
+        ref = stage(job.model, info.shape, info.classes, self.paths.dir, job.learning_rate, job.seed)
+        model = load_model(ref)
+        check_input(model, info.shape, job.model_label)
         weight_files.save(self.paths.weights / "init.npz", model.get_weights())
         profile = profile_model(model)
         del model

@@ -70,9 +70,10 @@ class FailureManager:
     def adjust(self, failure: Failure, memory_mb: int, timeout_ms: int) -> Adjustment:
         """New limits after ``failure``; raises :class:`LimitsExhausted` when already at the maximum."""
         if failure.cause == "oom":
-            if memory_mb >= self.limits.memory_max_mb:
-                raise LimitsExhausted(f"out of memory at the platform's maximum of {memory_mb} MB; "
-                                      "raise OWX_MEMORY_MB__MAX or use more actions")
+            if memory_mb >= self.limits.action_cap_mb:
+                hint = self.limits.raise_hint(math.ceil(memory_mb * self.oom_growth))
+                raise LimitsExhausted(f"out of memory at the most an action can have here, {memory_mb} MB: "
+                                      f"{hint}, or use more actions")
             return Adjustment(self.limits.clamp_memory(math.ceil(memory_mb * self.oom_growth)), timeout_ms)
         if failure.cause == "timeout":
             if timeout_ms >= self.limits.timeout_max_ms:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from owx.disdel.messages import ModelRef
@@ -141,3 +143,41 @@ def build_model(name: str, shape: tuple[int, ...], classes: int, seed: int = 0, 
     """A compiled builtin model (Adam, sparse categorical cross-entropy) with seeded weights."""
     return load_model(ModelRef(builtin=name, shape=tuple(shape), classes=classes, seed=seed,
                                learning_rate=learning_rate))
+
+
+def stage(spec: Any, shape: tuple[int, ...], classes: int | None, directory: Path, learning_rate: float,
+          seed: int) -> ModelRef:
+    """A reference to ``spec`` (a job's model) that every action can load: a user's ``.keras`` file
+    or module is copied, world-readable, into the job's ``directory``."""
+    from owx.disdel.job import BuiltinModel, JobError, KerasFileModel
+
+    if isinstance(spec, BuiltinModel):
+        if classes is None:
+            raise JobError(f"{spec.name} classifies: the labels must be integer classes")
+        return ModelRef(builtin=spec.name, shape=shape, classes=classes, learning_rate=learning_rate, seed=seed)
+    if isinstance(spec, KerasFileModel):
+        target = directory / "model.keras"
+        shutil.copyfile(spec.path, target)
+        target.chmod(0o644)
+        return ModelRef(keras_file=str(target), classes=classes, learning_rate=learning_rate, seed=seed)
+    code = directory / "code"
+    source = spec.module_path
+    if source.is_dir():
+        shutil.copytree(source, code / source.name, dirs_exist_ok=True)
+    else:
+        code.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, code / source.name)
+    for path in [code, *code.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return ModelRef(function=spec.function, code_dir=str(code), classes=classes, learning_rate=learning_rate, seed=seed)
+
+
+def check_input(model: Any, shape: tuple[int, ...], label: str) -> None:
+    """Raise JobError when samples of ``shape`` cannot feed ``model``."""
+    from owx.disdel.job import JobError
+
+    expected = tuple(model.inputs[0].shape[1:]) if getattr(model, "inputs", None) else None
+    if expected is None or len(model.inputs) != 1:
+        raise JobError(f"{label}: DiSDeL trains models with one input (built Functional or Sequential models)")
+    if len(expected) != len(shape) or any(e is not None and e != s for e, s in zip(expected, shape)):
+        raise JobError(f"{label} takes inputs of shape {expected}, the data's samples have shape {shape}")

@@ -47,6 +47,7 @@ def system_limits(settings: Settings) -> dict[str, int]:
         "max_action_duration": settings.timeout_ms.max,
         "min_action_memory": settings.memory_mb.min * mb,
         "max_action_memory": settings.memory_mb.max * mb,
+        "container_pool_memory": settings.user_memory_mb * mb,  # one node's budget (owx's addition)
         "min_action_logs": settings.logs_mb.min * mb,
         "max_action_logs": settings.logs_mb.max * mb,
         "max_action_concurrency": settings.concurrency.max,

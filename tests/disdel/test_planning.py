@@ -18,9 +18,12 @@ from owx.disdel.timeouts import TimeoutManager
 from owx.gateway.platform.types import OOM_MESSAGE, TIMEOUT_MESSAGE
 from tests.disdel.conftest import SMALL_JOB
 
-CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, light_baseline_bytes=40 * MB, baseline_layers=8,
-                                 per_layer_bytes=2 * MB, safety=1.25)
-PROFILE = ModelProfile(name="small_cnn", params=545_098, trainable=545_098, activations_per_sample=61_578, layers=8)
+CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, light_baseline_bytes=40 * MB, baseline_layers=2,
+                                 per_layer_bytes=3 * MB, state_factor=1.5, embedding_factor=2.3,
+                                 activation_factor={"dense": 1.1, "conv": 2.0, "recurrent": 2.4},
+                                 data_factor=2.7, warm_data_factor=3.0, safety=1.1)
+PROFILE = ModelProfile(name="small_cnn", params=545_098, weights_bytes=4 * 545_098, state_bytes=16 * 545_098,
+                       activation_bytes={"dense": 4 * 138, "conv": 4 * 61_440, "recurrent": 0}, layers=7)
 LIMITS = PlatformLimits(memory_min_mb=128, memory_max_mb=1024, timeout_min_ms=100, timeout_max_ms=300_000, pool_memory_mb=2048)
 SAMPLE_BYTES = 32 * 32 * 3 * 4 + 4
 
@@ -31,18 +34,22 @@ def planner(limits: PlatformLimits = LIMITS, cluster_size: int = 4, sync_every: 
 
 def inputs(samples: int, **job: object) -> PlanInputs:
     request = parse_job({**SMALL_JOB, **job})
-    return PlanInputs(request, DatasetInfo(samples, (32, 32, 3), 10), PROFILE, 100)
+    return PlanInputs(request, DatasetInfo(samples, (32, 32, 3), 10, SAMPLE_BYTES), PROFILE, 100)
 
 
 def test_estimate_parts_add_up() -> None:
     estimate = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES)
-    assert estimate.model_state == 16 * PROFILE.params
-    assert estimate.activations == 3 * 4 * 32 * PROFILE.activations_per_sample
-    assert estimate.data == 2 * 1000 * SAMPLE_BYTES
-    variable = estimate.model_state + estimate.activations + estimate.data
-    assert estimate.total == int(300 * MB + 1.25 * variable)
+    assert estimate.graph == 5 * 3 * MB
+    assert estimate.model_state == int(1.5 * 16 * PROFILE.params)
+    assert estimate.activations == int(32 * (1.1 * 4 * 138 + 2.0 * 4 * 61_440))
+    assert estimate.data == int(2.7 * 1000 * SAMPLE_BYTES)
+    variable = estimate.graph + estimate.model_state + estimate.activations + estimate.data
+    assert estimate.total == int(300 * MB + 1.1 * variable)
     warm = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES, warm=True)
-    assert warm.data == 2 * estimate.data
+    assert warm.data == int(3.0 * 1000 * SAMPLE_BYTES)
+    # a batch larger than the shard trains on the shard
+    assert MemoryEstimator(CALIBRATION).training(PROFILE, 4096, 100, SAMPLE_BYTES).activations == \
+        MemoryEstimator(CALIBRATION).training(PROFILE, 100, 100, SAMPLE_BYTES).activations
 
 
 def test_two_actions_when_they_fit() -> None:
@@ -85,9 +92,10 @@ def test_forced_action_count_that_does_not_fit_is_refused() -> None:
 
 
 def test_aggregation_tree_adds_levels_when_one_aggregator_cannot_hold_all() -> None:
-    huge = ModelProfile(name="big", params=12_000_000, trainable=12_000_000, activations_per_sample=1000, layers=8)
+    huge = ModelProfile(name="big", params=12_000_000, weights_bytes=48_000_000, state_bytes=192_000_000,
+                        activation_bytes={"dense": 4000, "conv": 0, "recurrent": 0}, layers=8)
     limits = PlatformLimits(128, 1024, 100, 300_000, 64_000)
-    request = PlanInputs(parse_job({**SMALL_JOB, "actions": 12}), DatasetInfo(12_100, (32, 32, 3), 10), huge, 100)
+    request = PlanInputs(parse_job({**SMALL_JOB, "actions": 12}), DatasetInfo(12_100, (32, 32, 3), 10, SAMPLE_BYTES), huge, 100)
     plan = planner(limits, cluster_size=8).plan(request)
     assert 2 <= plan.fan_in_max < 12
     assert plan.levels >= 2 and len(plan.tree[-1]) == 1
