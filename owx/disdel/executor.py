@@ -169,6 +169,9 @@ class JobRunner:
         return plan, ref
 
     def _deploy(self, plan: Plan) -> None:
+        if self.settings.prime:
+            self.gateway.prime(f"disdel-{self.job_id}-prime", self.settings.train_kind, self.limits.action_cap_mb,
+                               self.limits.clamp_timeout(300_000))
         self._limits = {"train": (plan.train_memory_mb, plan.train_timeout_ms),
                         "aggregate": (plan.aggregate_memory_mb, plan.aggregate_timeout_ms)}
         for role, (memory, timeout) in self._limits.items():

@@ -108,23 +108,23 @@ def optimizer_slot_bytes(model: Any) -> int:
 
 def profile_model(model: Any) -> ModelProfile:
     """Profile a built, compiled Keras model (its optimizer is built here if it was not)."""
-    policy = model.dtype_policy
-    compute_bytes = DTYPE_BYTES.get(policy.compute_dtype, 4)
     layers = _leaf_layers(model)
     activations = dict.fromkeys(KINDS, 0)
     embedding_ids: set[int] = set()
     casts = 0
     for layer in layers:
+        policy = layer.dtype_policy
+        compute_bytes = DTYPE_BYTES.get(policy.compute_dtype, 4)
         if type(layer).__name__ == "Embedding":
             embedding_ids |= {id(w) for w in layer.trainable_weights}
+        if compute_bytes != DTYPE_BYTES.get(policy.variable_dtype, 4):  # mixed precision: a cast copy per step
+            casts += sum(math.prod(w.shape) for w in layer.trainable_weights) * compute_bytes
         if type(layer).__name__ not in FUSED_LAYERS:
             kind, size = _activation(layer, compute_bytes)
             activations[kind] += size
     trainable = model.trainable_weights
     embedding = sum(_bytes(w) for w in trainable if id(w) in embedding_ids)
     dense = sum(_bytes(w) for w in trainable) - embedding
-    if layers and DTYPE_BYTES.get(policy.variable_dtype, 4) != compute_bytes:
-        casts = sum(math.prod(w.shape) for w in trainable) * compute_bytes
     slots = optimizer_slot_bytes(model)
     slots_per_byte = slots / max(1, dense + embedding)
     frozen = sum(_bytes(w) for w in model.non_trainable_weights)
