@@ -16,7 +16,8 @@ probe's size in that term:
 5. ``narrow``, ``planes`` and ``steps`` at large batches: bytes per byte of dense,
    convolution and recurrent activations.
 
-Probes run where the actions will run: as actions of the runtime's kind through the
+After the warm-up, probes run two at a time (each in its own container).  Probes run
+where the actions will run: as actions of the runtime's kind through the
 gateway, or, without a gateway, as child processes in fresh cgroups
 (:mod:`owx.disdel.isolated`).  Results are cached per runtime in
 ``<shared dir>/calibration.json``; an entry of an older format is measured again.
@@ -29,6 +30,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -169,30 +171,32 @@ def measure(probe: Probe, workdir: Path, runtime: str, safety: float = 1.1) -> R
     # The first import of TensorFlow after an install or a reboot reads its libraries into the page
     # cache, and the kernel charges those pages to that probe's cgroup: the warm-up takes that charge.
     probes.train(TINY)
-    baseline = max(probes.train(TINY)[0] for _ in range(2))  # page-cache charging varies by a few MiB
+    runs = {"tiny": TINY, "tiny again": TINY, "deep": DEEP, "data": DATA, "wide": WIDE, "table": TABLE, **ACTIVATIONS}
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="disdel-calibration") as pool:  # two at a time
+        pending = {name: pool.submit(probes.train, spec) for name, spec in runs.items()}
+        light = pool.submit(probes.aggregate)
+        peaks = {name: future.result() for name, future in pending.items()}
+    baseline = max(peaks["tiny"][0], peaks["tiny again"][0])  # page-cache charging varies by a few MiB
     tiny = probes.profile(TINY)
 
-    def excess(peak: int, spec: ProbeRun) -> float:
-        """What ``spec``'s peak holds beyond the baseline and the terms already measured."""
+    def excess(name: str) -> float:
+        """What probe ``name``'s peak holds beyond the baseline and the terms already measured."""
+        spec = runs[name]
         profile = probes.profile(spec)
         known = per_layer * max(0, profile.layers - tiny.layers) + data_factor * spec.samples * spec.sample_bytes
         known += state_factor * profile.state_bytes
-        return max(0.0, peak - baseline - known)
+        return max(0.0, peaks[name][0] - baseline - known)
 
     per_layer, data_factor, state_factor = 0.0, 0.0, 0.0
-    deep = probes.profile(DEEP)
-    per_layer = max(0.0, probes.train(DEEP)[0] - baseline) / (deep.layers - tiny.layers)
-    cold, warm = probes.train(DATA)
+    per_layer = excess("deep") / (probes.profile(DEEP).layers - tiny.layers)
     data_bytes = DATA.samples * DATA.sample_bytes
-    data_factor = max(0, cold - baseline) / data_bytes
-    warm_data_factor = max(data_factor, max(0, warm - baseline) / data_bytes)
-    state_factor = excess(probes.train(WIDE)[0], WIDE) / probes.profile(WIDE).state_bytes
-    embedding_factor = excess(probes.train(TABLE)[0], TABLE) / probes.profile(TABLE).embedding_state_bytes
-    activation_factor = {}
-    for kind in KINDS:
-        spec = ACTIVATIONS[kind]
-        activation_factor[kind] = excess(probes.train(spec)[0], spec) / (spec.batch * probes.profile(spec).activation_bytes[kind])
-    return RuntimeCalibration(runtime=runtime, baseline_bytes=baseline, light_baseline_bytes=probes.aggregate(),
+    data_factor = excess("data") / data_bytes
+    warm_data_factor = max(data_factor, max(0, peaks["data"][1] - baseline) / data_bytes)
+    state_factor = excess("wide") / probes.profile(WIDE).state_bytes
+    embedding_factor = excess("table") / probes.profile(TABLE).embedding_state_bytes
+    activation_factor = {kind: excess(kind) / (ACTIVATIONS[kind].batch * probes.profile(ACTIVATIONS[kind]).activation_bytes[kind])
+                         for kind in KINDS}
+    return RuntimeCalibration(runtime=runtime, baseline_bytes=baseline, light_baseline_bytes=light.result(),
                               baseline_layers=tiny.layers, per_layer_bytes=int(per_layer), state_factor=state_factor,
                               embedding_factor=embedding_factor, activation_factor=activation_factor,
                               data_factor=data_factor, warm_data_factor=warm_data_factor, safety=safety,

@@ -84,6 +84,7 @@ def read_csv(spec: CsvDataset) -> tuple[np.ndarray, np.ndarray]:
 
 
 def read_images(spec: ImageFolderDataset) -> tuple[np.ndarray, np.ndarray]:
+    """Every image resized to ``image_size`` (default the first one's), in a fixed shuffled order."""
     classes = sorted(p.name for p in spec.path.iterdir() if p.is_dir())
     files = [(f, index) for index, name in enumerate(classes)
              for f in sorted((spec.path / name).iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES]
@@ -104,7 +105,8 @@ def read_images(spec: ImageFolderDataset) -> tuple[np.ndarray, np.ndarray]:
     x = np.stack(images).astype(np.float32)
     if spec.scale:
         x /= 255.0
-    return x, np.array([index for _, index in files], dtype=np.int32)
+    order = np.random.default_rng(0).permutation(len(files))  # folders group the classes: mix them for the shards
+    return x[order], np.array([index for _, index in files], dtype=np.int32)[order]
 
 
 def _tfrecord_files(path: Path) -> list[str]:

@@ -30,6 +30,9 @@ from owx.disdel.settings import DisdelSettings
 from owx.disdel.state import JobState, load_state
 
 
+PROBE_MEMORY_MB = 1024
+
+
 def _job(job: JobRequest | dict[str, Any] | str | Path) -> JobRequest:
     return load_job(job) if isinstance(job, (str, Path)) else parse_job(job)
 
@@ -97,15 +100,16 @@ def _assemble(model: Any, dataset: Any, uploads: Path, fields: dict[str, Any]) -
 
 
 def calibrate(gateway: Gateway, settings: DisdelSettings, limits: PlatformLimits) -> RuntimeCalibration:
-    """The calibration of the gateway's runtime for DiSDeL's action kind (measured there once), its
-    probes sized to the largest action the platform runs."""
+    """The calibration of the gateway's runtime for DiSDeL's action kind (measured there once); two
+    probes run at a time, each within ``PROBE_MEMORY_MB`` (the largest peaks at about 600 MB)."""
     runtime = f"{settings.train_kind}@{gateway.client.apihost}"
-    probe = gateway_probe(gateway, settings.train_kind, limits.action_cap_mb, limits.clamp_timeout(300_000))
+    probe = gateway_probe(gateway, settings.train_kind, min(limits.action_cap_mb, PROBE_MEMORY_MB),
+                          limits.clamp_timeout(300_000))
     try:
         return load_or_measure(settings.root(), runtime, probe)
     except CalibrationError as exc:
         raise CalibrationError(f"{exc}; calibration runs probes of up to ~600 MB: if an action cannot have that "
-                               f"here, {limits.raise_hint(1024)}") from None
+                               f"here, {limits.raise_hint(PROBE_MEMORY_MB)}") from None
 
 
 def status(job_id: str, settings: DisdelSettings | None = None) -> JobState:

@@ -167,3 +167,20 @@ def test_history_floors_after_failures_raise_the_next_plan() -> None:
     request = inputs(4100)
     plan = planner().plan(PlanInputs(request.job, request.data, request.profile, 100, history))
     assert plan.train_memory_mb == 700
+
+
+def test_the_nodes_pool_bounds_an_action_and_the_message_names_the_setting_and_value() -> None:
+    info = {"limits": {"min_action_memory": 128 * MB, "max_action_memory": 4096 * MB, "min_action_duration": 100,
+                       "max_action_duration": 300_000, "container_pool_memory": 512 * MB}}
+    limits = PlatformLimits.from_api(info, pool_memory_mb=8192)
+    assert (limits.memory_max_mb, limits.pool_memory_mb, limits.action_cap_mb) == (4096, 512, 512)
+    assert limits.clamp_memory(3000) == 512
+    with pytest.raises(PlanError) as info_error:
+        planner(limits).plan(inputs(12_100, actions=2))
+    needed = planner(LIMITS).plan(inputs(12_100, actions=2)).train_estimate_bytes
+    assert "OWX_USER_MEMORY_MB, the node's container pool (now 512), to" in str(info_error.value)
+    assert "OWX_MEMORY_MB__MAX" not in str(info_error.value)  # 4096 is enough
+    assert needed > 512 * MB
+    # an upstream OpenWhisk does not report a pool: the configured one stands
+    del info["limits"]["container_pool_memory"]
+    assert PlatformLimits.from_api(info, pool_memory_mb=8192).action_cap_mb == 4096
