@@ -9,8 +9,9 @@ probe's size in that term:
    baseline, the larger of two runs; averaging two tiny weight files with NumPy gives the
    light baseline (an aggregator that does not evaluate never loads TensorFlow);
 2. ``deep`` (26 small layers): the cost per layer;
-3. ``tiny`` on a 64 MiB shard, trained twice in one container: bytes per data byte, in a
-   fresh container and in one that already trained (multi-round jobs);
+3. ``planes`` on 2,048 samples, trained twice in one container, against ``planes`` on 128
+   at the same batch: bytes per data byte, in a fresh container and in one that already
+   trained (multi-round jobs);
 4. ``wide`` (9.6 M dense weights) and ``table`` (an embedding of 6.4 M weights): bytes per
    byte of weights, gradients and Adam's slots, for dense kernels and embedding tables;
 5. ``narrow``, ``planes`` and ``steps`` at large batches: bytes per byte of dense,
@@ -40,7 +41,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from owx.disdel.data import write_npz
-from owx.disdel.estimator import CALIBRATION_FORMAT, RuntimeCalibration
+from owx.disdel.estimator import CALIBRATION_FORMAT, MeasuredStep, RuntimeCalibration
 from owx.disdel.isolated import run_isolated
 from owx.disdel.model_profile import KINDS, ModelProfile, profile_model
 from owx.disdel.models import build_model
@@ -75,7 +76,7 @@ class ProbeRun:
 
 TINY = ProbeRun("probe_tiny", (8,), 16, 2)
 DEEP = ProbeRun("probe_deep", (8,), 16, 2)
-DATA = ProbeRun("probe_tiny", (1024,), 16_384, 32, rounds=2)
+DATA = ProbeRun("probe_planes", (32, 32, 3), 2048, 128, rounds=2)
 WIDE = ProbeRun("probe_wide", (64,), 16, 2)
 TABLE = ProbeRun("probe_table", (16,), 16, 2, integer=True)
 ACTIVATIONS = {"dense": ProbeRun("probe_narrow", (256,), 4096, 4096),
@@ -189,9 +190,12 @@ def measure(probe: Probe, workdir: Path, runtime: str, safety: float = 1.1) -> R
 
     per_layer, data_factor, state_factor = 0.0, 0.0, 0.0
     per_layer = excess("deep") / (probes.profile(DEEP).layers - tiny.layers)
-    data_bytes = DATA.samples * DATA.sample_bytes
-    data_factor = excess("data") / data_bytes
-    warm_data_factor = max(data_factor, max(0, peaks["data"][1] - baseline) / data_bytes)
+    # the slope between two shard sizes of one convolutional model (whose steps also leave more behind per
+    # sample than a dense one's), at the same batch
+    conv = ACTIVATIONS["conv"]
+    data_bytes = (DATA.samples - conv.samples) * DATA.sample_bytes
+    data_factor = max(0, peaks["data"][0] - peaks["conv"][0]) / data_bytes
+    warm_data_factor = max(data_factor, max(0, peaks["data"][1] - peaks["conv"][0]) / data_bytes)
     state_factor = excess("wide") / probes.profile(WIDE).state_bytes
     embedding_factor = excess("table") / probes.profile(TABLE).embedding_state_bytes
     activation_factor = {kind: excess(kind) / (ACTIVATIONS[kind].batch * probes.profile(ACTIVATIONS[kind]).activation_bytes[kind])
@@ -201,6 +205,17 @@ def measure(probe: Probe, workdir: Path, runtime: str, safety: float = 1.1) -> R
                               embedding_factor=embedding_factor, activation_factor=activation_factor,
                               data_factor=data_factor, warm_data_factor=warm_data_factor, safety=safety,
                               measured_at=time.time())
+
+
+def measure_step(probe: Probe, model: dict[str, Any], x: np.ndarray, y: np.ndarray, batch: int,
+                 workdir: Path) -> MeasuredStep:
+    """Train ``model`` (a ModelRef as JSON) one step on the first ``batch`` samples in a fresh container."""
+    samples = min(batch, len(y))
+    shard = write_npz(workdir / "step.npz", x[:samples], y[:samples])
+    run = {"key": f"step-{secrets.token_hex(3)}", "job_id": "step", "model": model, "shard": str(shard),
+           "out_weights": str(workdir / "step-out.npz"), "progress": str(workdir / "step.json"), "epochs": 1,
+           "batch_size": batch}
+    return MeasuredStep(peak_bytes=probe("train", [run])[0], samples=samples, batch=batch)
 
 
 def load_or_measure(root: Path, runtime: str, probe: Probe) -> RuntimeCalibration:

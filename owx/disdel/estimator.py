@@ -5,7 +5,12 @@
           + batch x sum over kinds k of f_k x activation_bytes_k
           + f_data x shard_bytes )       (f_warm_data when the container runs several rounds)
 
-The sizes (state, activation bytes per sample by kind, layers) come from the model's
+Before a job, DiSDeL also trains the job's own model for one step at the job's batch in a
+fresh container (:func:`owx.disdel.calibration.measure_step`); with that measured step,
+the model's part is the step's peak above the baseline, and only the data term is
+extrapolated to the shard (what TensorFlow keeps per element differs by layer kind, size
+and batch more than per-kind coefficients capture: -25 % on some models, measured).
+Without it, the sizes (state, activation bytes per sample by kind, layers) come from the model's
 own profile (:mod:`owx.disdel.model_profile`); the shard's bytes from the data.  The
 coefficients are not constants: they are measured once per runtime (interpreter +
 TensorFlow version) by :mod:`owx.disdel.calibration`, on probe models that are not any
@@ -46,6 +51,15 @@ class RuntimeCalibration(BaseModel):
     measured_at: float = 0.0
 
 
+class MeasuredStep(BaseModel):
+    """The job's own model trained one step at the job's batch on ``samples`` samples, in a fresh
+    container of the runtime: its peak holds every model-specific cost, modelled or not."""
+
+    peak_bytes: int = Field(gt=0)
+    samples: int = Field(ge=1)
+    batch: int = Field(ge=1)
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     """An estimate and its parts, in bytes."""
@@ -57,10 +71,11 @@ class MemoryEstimate:
     data: int
     inputs: int
     safety: float
+    measured: int = 0  # a measured step's peak above the baseline (then graph, state and activations are 0)
 
     @property
     def total(self) -> int:
-        variable = self.graph + self.model_state + self.activations + self.data + self.inputs
+        variable = self.graph + self.model_state + self.activations + self.data + self.inputs + self.measured
         return int(self.baseline + self.safety * variable)
 
     @property
@@ -69,7 +84,8 @@ class MemoryEstimate:
 
     def breakdown(self) -> dict[str, int]:
         return {"baseline": self.baseline, "graph": self.graph, "model_state": self.model_state,
-                "activations": self.activations, "data": self.data, "inputs": self.inputs, "total": self.total}
+                "activations": self.activations, "measured_step": self.measured, "data": self.data,
+                "inputs": self.inputs, "total": self.total}
 
 
 class MemoryEstimator:
@@ -91,17 +107,24 @@ class MemoryEstimator:
         return int(batch * sum(factors[k] * profile.activation_bytes.get(k, 0) for k in KINDS))
 
     def training(self, profile: ModelProfile, batch_size: int, shard_samples: int, sample_bytes: int,
-                 warm: bool = False) -> MemoryEstimate:
+                 warm: bool = False, step: MeasuredStep | None = None) -> MemoryEstimate:
         """One training action on ``shard_samples`` samples with mini-batches of ``batch_size``;
-        ``warm``: its container runs several rounds."""
+        ``warm``: its container runs several rounds.  With a measured ``step`` of this model at this
+        batch, the model's part is that step's peak and only the data is extrapolated; otherwise it is
+        computed from the profile."""
         c = self.calibration
+        factor = c.warm_data_factor if warm else c.data_factor
+        if step is not None and step.batch == batch_size:
+            return MemoryEstimate(baseline=c.baseline_bytes, graph=0, model_state=0, activations=0,
+                                  data=int(factor * max(0, shard_samples - step.samples) * sample_bytes), inputs=0,
+                                  safety=c.safety, measured=max(0, step.peak_bytes - c.baseline_bytes))
         batch = min(batch_size, max(1, shard_samples))
         return MemoryEstimate(
             baseline=c.baseline_bytes,
             graph=self._graph(profile),
             model_state=self._state(profile),
             activations=self._activations(profile, batch),
-            data=int((c.warm_data_factor if warm else c.data_factor) * shard_samples * sample_bytes),
+            data=int(factor * shard_samples * sample_bytes),
             inputs=0,
             safety=c.safety,
         )

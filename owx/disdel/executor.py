@@ -33,6 +33,7 @@ from typing import Any
 
 from owx.disdel import data
 from owx.disdel import weights as weight_files
+from owx.disdel.calibration import gateway_probe, measure_step
 from owx.disdel.estimator import MemoryEstimator, RuntimeCalibration
 from owx.disdel.failures import FailureManager, LimitsExhausted, classify
 from owx.disdel.gateway import Gateway
@@ -164,7 +165,12 @@ class JobRunner:
         weight_files.save(self.paths.weights / "init.npz", model.get_weights())
         profile = profile_model(model)
         del model
-        plan = self.planner.plan(PlanInputs(job, info, profile, held_out, self.history.get(job.signature())))
+        step = None
+        if self.settings.measure_step:
+            probe = gateway_probe(self.gateway, self.settings.train_kind, self.limits.action_cap_mb,
+                                  self.limits.clamp_timeout(300_000))
+            step = measure_step(probe, ref.model_dump(mode="json"), x, y, job.batch_size, self.paths.dir)
+        plan = self.planner.plan(PlanInputs(job, info, profile, held_out, self.history.get(job.signature()), step))
         data.write_shards(x[:-held_out], y[:-held_out], plan.actions, self.paths.dir)
         return plan, ref
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from owx.disdel.data import DatasetInfo, shard_bounds
-from owx.disdel.estimator import MB, MemoryEstimate, MemoryEstimator
+from owx.disdel.estimator import MB, MeasuredStep, MemoryEstimate, MemoryEstimator
 from owx.disdel.history import HistoryRecord
 from owx.disdel.job import JobRequest
 from owx.disdel.limits import PlatformLimits
@@ -69,6 +69,7 @@ class PlanInputs:
     profile: ModelProfile
     eval_samples: int
     history: HistoryRecord | None = None
+    step: MeasuredStep | None = None
 
 
 def _tree(actions: int, cluster_size: int, fan_in: int) -> list[list[list[int]]]:
@@ -101,7 +102,8 @@ class Planner:
         train_samples = inputs.data.samples - inputs.eval_samples
         largest = math.ceil(train_samples / actions)
         warm = len(_rounds(inputs.job.epochs, self.sync_every)) > 1
-        return self.estimator.training(inputs.profile, inputs.job.batch_size, largest, inputs.data.sample_bytes, warm)
+        return self.estimator.training(inputs.profile, inputs.job.batch_size, largest, inputs.data.sample_bytes, warm,
+                                       inputs.step)
 
     def choose_actions(self, inputs: PlanInputs) -> tuple[int, MemoryEstimate]:
         """c_d and the estimate for its shards (the paper's growth rule), within the largest action
@@ -110,7 +112,8 @@ class Planner:
         memory_max = cap_mb * MB
         label = f"{inputs.job.model_label} at batch {inputs.job.batch_size}"
         train_samples = inputs.data.samples - inputs.eval_samples
-        fixed = self.estimator.training(inputs.profile, inputs.job.batch_size, 0, inputs.data.sample_bytes)
+        fixed = self.estimator.training(inputs.profile, inputs.job.batch_size, 0, inputs.data.sample_bytes,
+                                        step=inputs.step)
         if fixed.total > memory_max:
             raise PlanError(f"{label} needs {fixed.mb} MB per action before any data, more than the "
                             f"{cap_mb} MB an action can have here: {self.limits.raise_hint(fixed.mb)}, "
@@ -120,7 +123,8 @@ class Planner:
         while estimate.total > memory_max and inputs.job.actions is None:
             actions += math.ceil((estimate.total - memory_max) / memory_max)
             if actions > train_samples:
-                one = self.estimator.training(inputs.profile, inputs.job.batch_size, 1, inputs.data.sample_bytes)
+                one = self.estimator.training(inputs.profile, inputs.job.batch_size, 1, inputs.data.sample_bytes,
+                                              step=inputs.step)
                 raise PlanError(f"{label}: the data cannot be split finely enough to fit {cap_mb} MB per action: "
                                 f"{self.limits.raise_hint(one.mb)}")
             estimate = self._estimate(inputs, actions)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from owx.disdel import data
-from owx.disdel.calibration import CalibrationError, gateway_probe, load_or_measure, local_probe, local_runtime_key
+from owx.disdel.calibration import (CalibrationError, gateway_probe, load_or_measure, local_probe, local_runtime_key,
+                                    measure_step)
 from owx.disdel.executor import JobRunner, build_planner
 from owx.disdel.gateway import Gateway
 from owx.disdel.estimator import RuntimeCalibration
@@ -130,12 +131,18 @@ def estimate(job: JobRequest | dict[str, Any] | str | Path, *, limits: PlatformL
     settings = settings or DisdelSettings()
     limits = limits or PlatformLimits.from_settings()
     info = data.describe(request.dataset)
+    probe = local_probe(settings.cgroup_prefix)
+    calibration = load_or_measure(settings.root(), local_runtime_key(), probe)
+    step = None
     with tempfile.TemporaryDirectory(prefix="owx-disdel-estimate-") as directory:
-        model = load_model(stage(request.model, info.shape, info.classes, Path(directory), request.learning_rate,
-                                 request.seed))
+        Path(directory).chmod(0o755)
+        ref = stage(request.model, info.shape, info.classes, Path(directory), request.learning_rate, request.seed)
+        model = load_model(ref)
         check_input(model, info.shape, request.model_label)
         profile = profile_model(model)
-    calibration = load_or_measure(settings.root(), local_runtime_key(), local_probe(settings.cgroup_prefix))
+        if settings.measure_step:
+            x, y = data.load(request.dataset)
+            step = measure_step(probe, ref.model_dump(mode="json"), x, y, request.batch_size, Path(directory))
     record = (history or open_history(settings.root())).get(request.signature())
     planner = build_planner(settings, calibration, limits)
-    return planner.plan(PlanInputs(request, info, profile, request.held_out(info.samples), record))
+    return planner.plan(PlanInputs(request, info, profile, request.held_out(info.samples), record, step))

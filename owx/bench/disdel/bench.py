@@ -6,7 +6,8 @@ processes in fresh cgroups, a private gateway (``owx up``, kind python:tensorflo
 1. estimator accuracy (:mod:`owx.bench.disdel.estimates`): estimate / measured peak on the
    zoo's table (dev and held-out halves), warm, and on a fresh page cache under a limit
    equal to the estimate;  ``--control fixed`` scores the old fixed-constant estimator,
-   ``no-safety`` the estimator without its margin, ``no-prime`` the fresh pass without priming;
+   ``static`` the profile-only estimate (no measured step), ``no-safety`` the estimator
+   without its margin, ``no-prime`` the fresh pass without priming;
 2. (normal runs) the same training job in four environments: TF bare process, one action
    with hand-set limits, the paper's retry strategy (256 MB / 60 s, +256 MB per OOM,
    +240 s per time-out) and DiSDeL; time, memory, held-out loss, and a memory-over-time plot.
@@ -105,8 +106,9 @@ def estimator_gates(report: Report, work: Path, control: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--control", choices=("fixed", "no-safety", "no-prime"),
-                        help="score a broken estimator (fixed constants / no margin) or skip priming")
+    parser.add_argument("--control", choices=("fixed", "static", "no-safety", "no-prime"),
+                        help="score the old fixed-constant estimator, the profile-only one (no measured step), "
+                        "no safety margin, or the fresh pass without priming")
     parser.add_argument("--estimates-only", action="store_true", help="skip part 2 (the four environments)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)

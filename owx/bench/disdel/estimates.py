@@ -1,7 +1,9 @@
 """The memory estimator scored on the zoo's table: estimate against the measured cgroup peak.
 
 Warm pass: every row trains one epoch in a fresh cgroup without a limit (the page cache
-already holds TensorFlow); its peak is what the estimate must cover, by at most 1.2x.
+already holds TensorFlow); its peak is what the estimate must cover, by at most 1.2x.  The
+estimate is DiSDeL's: one measured step of the row's model at its batch on ``batch``
+samples, and the data term extrapolated with the runtime's calibrated factor.
 Fresh pass: for each held-out row the page cache is dropped (as on a machine that just
 booted), the runtime is primed as DiSDeL's executor does before a job, and the row
 trains under a limit equal to its estimate: it must not be OOM-killed.
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from owx.bench.disdel.zoo import TABLE, Row
+from owx.disdel.calibration import local_probe, measure_step
 from owx.disdel.data import write_npz
 from owx.disdel.estimator import MB, MemoryEstimator, RuntimeCalibration
 from owx.disdel.isolated import run_isolated
@@ -66,13 +69,20 @@ def fixed_constants(calibration: RuntimeCalibration, profile: ModelProfile, row:
     return int(calibration.baseline_bytes + 1.25 * variable)
 
 
-def estimate(calibration: RuntimeCalibration, row: Row, control: str | None) -> int:
+def estimate(calibration: RuntimeCalibration, row: Row, path: Path, work: Path, prefix: str,
+             control: str | None) -> int:
+    """DiSDeL's estimate for ``row``: a measured step of its model and the data extrapolated (or a control's)."""
     profile = profile_model(load_model(ref(row)))
     if control == "fixed":
         return fixed_constants(calibration, profile, row)
     if control == "no-safety":
         calibration = calibration.model_copy(update={"safety": 1.0})
-    return MemoryEstimator(calibration).training(profile, row.batch, row.samples, sample_bytes(row)).total
+    step = None
+    if control != "static":
+        with np.load(path) as archive:
+            x, y = archive["x"], archive["y"]
+        step = measure_step(local_probe(prefix), ref(row).model_dump(mode="json"), x, y, row.batch, work)
+    return MemoryEstimator(calibration).training(profile, row.batch, row.samples, sample_bytes(row), step=step).total
 
 
 def _params(row: Row, path: Path, work: Path) -> dict:
@@ -95,7 +105,7 @@ def score(calibration: RuntimeCalibration, work: Path, prefix: str, control: str
         run = run_isolated("train", _params(row, path, work), prefix=prefix)
         if not run.ok:
             raise RuntimeError(f"{row.label}: training failed: {run.stderr[-1500:]}")
-        rows.append(Scored(row, estimate(calibration, row, control), run.peak_bytes, run.duration_s))
+        rows.append(Scored(row, estimate(calibration, row, path, work, prefix, control), run.peak_bytes, run.duration_s))
         log(f"  {row.half:8} {row.label:40} estimate {rows[-1].estimate / MB:7.1f} MiB  peak "
             f"{run.peak_bytes / MB:7.1f} MiB  ratio {rows[-1].ratio:5.3f}  ({run.duration_s:.0f} s)")
     for scored in rows:
