@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ModelName = Literal["small_cnn", "mobilenet", "resnet"]
 
@@ -51,18 +51,27 @@ def _existing(path: Path, suffixes: tuple[str, ...] = (), directory: bool = Fals
     return path.resolve()
 
 
+def _exists(path: Path) -> Path:
+    path = path.expanduser()
+    if not path.exists():
+        raise ValueError(f"{path} does not exist")
+    return path.resolve()
+
+
+NpzFile = Annotated[Path, AfterValidator(lambda p: _existing(p, (".npz",)))]
+CsvFile = Annotated[Path, AfterValidator(lambda p: _existing(p, (".csv",)))]
+KerasFile = Annotated[Path, AfterValidator(lambda p: _existing(p, (".keras",)))]
+Folder = Annotated[Path, AfterValidator(lambda p: _existing(p, directory=True))]
+FileOrFolder = Annotated[Path, AfterValidator(_exists)]
+
+
 class NpzDataset(BaseModel):
     """A ``.npz`` file holding ``x`` (N, ...) and labels or targets ``y`` (N,)."""
 
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["npz"] = "npz"
-    path: Path
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, path: Path) -> Path:
-        return _existing(path, (".npz",))
+    path: NpzFile
 
 
 class CsvDataset(BaseModel):
@@ -71,14 +80,9 @@ class CsvDataset(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["csv"] = "csv"
-    path: Path
+    path: CsvFile
     label: str = Field(description="the label column: integers are classes, other numbers regression targets")
     features: list[str] | None = Field(None, min_length=1, description="feature columns; default every other column")
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, path: Path) -> Path:
-        return _existing(path, (".csv",))
 
 
 class ImageFolderDataset(BaseModel):
@@ -87,15 +91,10 @@ class ImageFolderDataset(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["images"] = "images"
-    path: Path
+    path: Folder
     image_size: tuple[int, int] | None = Field(None, description="height, width; default the first image's")
     color: Literal["rgb", "grayscale"] = "rgb"
     scale: bool = Field(True, description="pixels to [0, 1]")
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, path: Path) -> Path:
-        return _existing(path, directory=True)
 
 
 class TFRecordDataset(BaseModel):
@@ -104,19 +103,11 @@ class TFRecordDataset(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["tfrecord"] = "tfrecord"
-    path: Path = Field(description="one file, or a folder whose *.tfrecord files are read in name order")
+    path: FileOrFolder = Field(description="one file, or a folder whose *.tfrecord files are read in name order")
     feature: str = "x"
     shape: tuple[int, ...] = Field(min_length=1, description="shape of one sample")
     encoding: Literal["float", "int", "image"] = Field("float", description="float or int64 list, or encoded image bytes")
     label: str = "y"
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, path: Path) -> Path:
-        path = path.expanduser()
-        if not path.exists():
-            raise ValueError(f"{path} does not exist")
-        return path.resolve()
 
 
 Dataset = Annotated[SyntheticDataset | NpzDataset | CsvDataset | ImageFolderDataset | TFRecordDataset,
@@ -138,12 +129,7 @@ class KerasFileModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["keras"] = "keras"
-    path: Path
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, path: Path) -> Path:
-        return _existing(path, (".keras",))
+    path: KerasFile
 
 
 class FunctionModel(BaseModel):

@@ -20,13 +20,17 @@ def tiny(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
     return _head(keras, inputs, keras.layers.Dense(4, activation="relu")(inputs), classes, "probe_tiny")
 
 
-def deep(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
-    """Many small layers: graph and kernel state per layer."""
+def _dense_stack(keras: Any, shape: tuple[int, ...], classes: int, depth: int, width: int, name: str) -> Any:
     inputs = keras.Input(shape)
     x = inputs
-    for _ in range(24):
-        x = keras.layers.Dense(8, activation="relu")(x)
-    return _head(keras, inputs, x, classes, "probe_deep")
+    for _ in range(depth):
+        x = keras.layers.Dense(width, activation="relu")(x)
+    return _head(keras, inputs, x, classes, name)
+
+
+def deep(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
+    """Many small layers: graph and kernel state per layer."""
+    return _dense_stack(keras, shape, classes, 24, 8, "probe_deep")
 
 
 def wide(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
@@ -46,11 +50,7 @@ def table(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
 
 def narrow(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
     """Narrow dense layers trained at a large batch: dense activations."""
-    inputs = keras.Input(shape)
-    x = inputs
-    for _ in range(8):
-        x = keras.layers.Dense(256, activation="relu")(x)
-    return _head(keras, inputs, x, classes, "probe_narrow")
+    return _dense_stack(keras, shape, classes, 8, 256, "probe_narrow")
 
 
 def planes(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
