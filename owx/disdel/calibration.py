@@ -149,7 +149,7 @@ class _Probes:
         rng = np.random.default_rng(0)
         shape = (spec.samples, *spec.shape)
         x = rng.integers(0, 100_000, shape, dtype=np.int32) if spec.integer else rng.random(shape, dtype=np.float32)
-        name = f"{spec.model}-{spec.samples}-{'x'.join(map(str, spec.shape))}"
+        name = f"{spec.model}-{spec.samples}-{secrets.token_hex(4)}"  # probes of one spec may run at once
         shard = write_npz(self.workdir / f"{name}.npz", x, rng.integers(0, 2, spec.samples, dtype=np.int32))
         run = {"key": f"calibration-{secrets.token_hex(3)}", "job_id": "calibration", "model": self.ref(spec),
                "shard": str(shard), "out_weights": str(self.workdir / f"{name}-out.npz"),
