@@ -48,6 +48,7 @@ from owx.disdel.models import build_model
 from owx.disdel.weights import save as save_weights
 
 MB = 1024 * 1024
+PROBE_TIMEOUT_S = 1800  # a probe takes 10-30 s; on a machine loaded by others, ten minutes were seen
 
 #: runs one probe ("train": a list of training runs in one container, or "aggregate") and
 #: returns the container's peak bytes after each run
@@ -98,7 +99,7 @@ def local_probe(prefix: str = "owx-disdel") -> Probe:
     """Probes as child processes in fresh cgroups under ``prefix``."""
 
     def probe(task: str, params: Any) -> list[int]:
-        run = run_isolated("calibrate", {"probe": task, "params": params}, prefix=prefix)
+        run = run_isolated("calibrate", {"probe": task, "params": params}, prefix=prefix, timeout_s=PROBE_TIMEOUT_S)
         if not run.ok or "peaks" not in run.result:
             detail = run.result.get("error") if run.result else run.stderr.strip()[-800:]
             raise CalibrationError(f"{task} probe failed (exit {run.returncode}, {run.oom_kills} OOM kills): {detail}")
