@@ -22,10 +22,12 @@ class JobError(ValueError):
     """A job request that cannot be used, with a message meant for the user."""
 
 
-class SyntheticDataset(BaseModel):
-    """A generated, learnable image-classification dataset (no download needed)."""
-
+class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class SyntheticDataset(_Spec):
+    """A generated, learnable image-classification dataset (no download needed)."""
 
     kind: Literal["synthetic"] = "synthetic"
     samples: int = Field(ge=2, le=2_000_000)
@@ -65,19 +67,15 @@ Folder = Annotated[Path, AfterValidator(lambda p: _existing(p, directory=True))]
 FileOrFolder = Annotated[Path, AfterValidator(_exists)]
 
 
-class NpzDataset(BaseModel):
+class NpzDataset(_Spec):
     """A ``.npz`` file holding ``x`` (N, ...) and labels or targets ``y`` (N,)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["npz"] = "npz"
     path: NpzFile
 
 
-class CsvDataset(BaseModel):
+class CsvDataset(_Spec):
     """A CSV file with a header row: numeric feature columns and one label column."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["csv"] = "csv"
     path: CsvFile
@@ -85,10 +83,8 @@ class CsvDataset(BaseModel):
     features: list[str] | None = Field(None, min_length=1, description="feature columns; default every other column")
 
 
-class ImageFolderDataset(BaseModel):
+class ImageFolderDataset(_Spec):
     """A folder with one subfolder of images (PNG, JPEG, BMP, GIF) per class."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["images"] = "images"
     path: Folder
@@ -97,10 +93,8 @@ class ImageFolderDataset(BaseModel):
     scale: bool = Field(True, description="pixels to [0, 1]")
 
 
-class TFRecordDataset(BaseModel):
+class TFRecordDataset(_Spec):
     """TFRecord files of ``tf.train.Example`` records: one feature holds the sample, one the label."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["tfrecord"] = "tfrecord"
     path: FileOrFolder = Field(description="one file, or a folder whose *.tfrecord files are read in name order")
@@ -114,28 +108,22 @@ Dataset = Annotated[SyntheticDataset | NpzDataset | CsvDataset | ImageFolderData
                     Field(discriminator="kind")]
 
 
-class BuiltinModel(BaseModel):
+class BuiltinModel(_Spec):
     """One of owx's named models, sized to the data."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["builtin"] = "builtin"
     name: ModelName
 
 
-class KerasFileModel(BaseModel):
+class KerasFileModel(_Spec):
     """A model saved with ``model.save("name.keras")``, compiled or not."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["keras"] = "keras"
     path: KerasFile
 
 
-class FunctionModel(BaseModel):
+class FunctionModel(_Spec):
     """``module:function`` returning a ``keras.Model``; the module lives in ``folder`` (the job's)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["function"] = "function"
     function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_][A-Za-z0-9_]*$")
