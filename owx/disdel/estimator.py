@@ -1,6 +1,6 @@
 """Memory estimator: how much one training or aggregation action needs.
 
-    m_e = baseline + safety x ( per_layer x (layers - baseline_layers)
+    m_e = safety x ( baseline + per_layer x (layers - baseline_layers)
           + f_state x state + f_embedding x embedding_state
           + batch x sum over kinds k of f_k x activation_bytes_k
           + f_data x shard_bytes )       (f_warm_data when the container runs several rounds)
@@ -16,8 +16,9 @@ coefficients are not constants: they are measured once per runtime (interpreter 
 TensorFlow version) by :mod:`owx.disdel.calibration`, on probe models that are not any
 job's model: what this TensorFlow keeps per byte of optimizer state, per byte of
 activation of each kind, per byte of training data (NumPy's copy, TensorFlow's tensor,
-the shuffled epoch), and per layer.  ``safety`` covers allocator slack on the
-model-dependent part.  An aggregator holds every input model plus the average (and,
+the shuffled epoch), and per layer.  ``safety`` covers allocator slack and the
+run-to-run spread of the runtime itself (the baseline varied by 8 % across probes in one
+session: 258-279 MiB), so it multiplies the whole estimate.  An aggregator holds every input model plus the average (and,
 when it evaluates, the evaluation data and a forward pass over one evaluation batch).
 """
 
@@ -76,7 +77,7 @@ class MemoryEstimate:
     @property
     def total(self) -> int:
         variable = self.graph + self.model_state + self.activations + self.data + self.inputs + self.measured
-        return int(self.baseline + self.safety * variable)
+        return int(self.safety * (self.baseline + variable))
 
     @property
     def mb(self) -> int:

@@ -44,7 +44,7 @@ def test_estimate_parts_add_up() -> None:
     assert estimate.activations == int(32 * (1.1 * 4 * 138 + 2.0 * 4 * 61_440))
     assert estimate.data == int(2.7 * 1000 * SAMPLE_BYTES)
     variable = estimate.graph + estimate.model_state + estimate.activations + estimate.data
-    assert estimate.total == int(300 * MB + 1.1 * variable)
+    assert estimate.total == int(1.1 * (300 * MB + variable))
     warm = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES, warm=True)
     assert warm.data == int(3.0 * 1000 * SAMPLE_BYTES)
     # a batch larger than the shard trains on the shard
