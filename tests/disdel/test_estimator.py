@@ -18,7 +18,7 @@ from owx.disdel.model_profile import profile_model
 from owx.disdel.models import build_model, load_model
 from tests.disdel.conftest import CGROUP_PREFIX
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # calibration: ~2 min, much more on a loaded machine
 
 
 def test_calibration_is_measured_and_cached(calibration: RuntimeCalibration, disdel_root: Path) -> None:

@@ -26,7 +26,7 @@ from owx.bench.disdel.gateway import PrivateGateway
 from tests.disdel.conftest import CGROUP_PREFIX, SMALL_JOB
 from tests.disdel.formats import write_csv, write_image_folder
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # calibration: ~2 min, much more on a loaded machine
 
 
 def activations_of(gateway: PrivateGateway, name: str) -> list[dict]:
