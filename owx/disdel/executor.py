@@ -33,7 +33,7 @@ from typing import Any
 
 from owx.disdel import data
 from owx.disdel import weights as weight_files
-from owx.disdel.calibration import gateway_probe, measure_step
+from owx.disdel.calibration import CalibrationError, gateway_probe, measure_step
 from owx.disdel.estimator import MemoryEstimator, RuntimeCalibration
 from owx.disdel.failures import FailureManager, LimitsExhausted, classify
 from owx.disdel.gateway import Gateway
@@ -42,7 +42,7 @@ from owx.disdel.job import JobRequest
 from owx.disdel.limits import PlatformLimits
 from owx.disdel.messages import AggregateInput, AggregateParams, AggregateResult, ModelRef, TrainParams, TrainResult
 from owx.disdel.model_profile import profile_model
-from owx.disdel.planner import Plan, PlanInputs, Planner
+from owx.disdel.planner import Plan, PlanError, PlanInputs, Planner
 from owx.disdel.settings import DisdelSettings
 from owx.disdel.state import (
     ActionState,
@@ -165,12 +165,19 @@ class JobRunner:
         weight_files.save(self.paths.weights / "init.npz", model.get_weights())
         profile = profile_model(model)
         del model
-        step = None
+        inputs = PlanInputs(job, info, profile, held_out, self.history.get(job.signature()))
+        self.planner.choose_actions(inputs)  # what the profile alone says cannot fit fails here, saying what to raise
         if self.settings.measure_step:
             probe = gateway_probe(self.gateway, self.settings.train_kind, self.limits.action_cap_mb,
                                   self.limits.clamp_timeout(300_000))
-            step = measure_step(probe, ref.model_dump(mode="json"), x, y, job.batch_size, self.paths.dir)
-        plan = self.planner.plan(PlanInputs(job, info, profile, held_out, self.history.get(job.signature()), step))
+            try:
+                step = measure_step(probe, ref.model_dump(mode="json"), x, y, job.batch_size, self.paths.dir)
+            except CalibrationError as exc:
+                raise PlanError(f"one training step of {job.model_label} at batch {job.batch_size} did not run within "
+                                f"{self.limits.action_cap_mb} MB ({exc}): lower the batch size or "
+                                f"{self.limits.raise_hint(2 * self.limits.action_cap_mb)}") from None
+            inputs = PlanInputs(job, info, profile, held_out, inputs.history, step)
+        plan = self.planner.plan(inputs)
         data.write_shards(x[:-held_out], y[:-held_out], plan.actions, self.paths.dir)
         return plan, ref
 

@@ -155,7 +155,7 @@ def test_sdk_trains_an_in_memory_model_on_an_image_folder(gateway: PrivateGatewa
 def test_a_job_that_cannot_fit_fails_before_it_starts_saying_what_to_raise(gateway: PrivateGateway,
                                                                          settings: DisdelSettings) -> None:
     job = parse_job({**SMALL_JOB, "name": "huge", "model": "resnet", "batch_size": 65_536, "actions": 2,
-                     "dataset": {**SMALL_JOB["dataset"], "shape": [64, 64, 3]}})
+                     "dataset": {**SMALL_JOB["dataset"], "shape": [96, 96, 3]}})
     client = Gateway.connect(gateway.url, gateway.auth)
     state = sdk.JobHandle(JobRunner(job, client, settings, open_history(settings.root()),
                                     sdk.calibrate(client, settings, client.limits(8192)), client.limits(8192))).wait(600)
