@@ -1,6 +1,6 @@
-"""Training data: generating synthetic sets, loading ``.npz`` files, writing shards.
+"""Training data: generating synthetic sets, describing a dataset, writing shards.
 
-Shards and evaluation sets are plain ``.npz`` files (``x`` float32 NHWC, ``y`` int32)
+Shards and evaluation sets are plain ``.npz`` files (``x`` (N, ...), ``y`` int32 classes or float32 targets)
 in the job directory, which every action reads from the shared data dir.
 """
 
@@ -12,22 +12,23 @@ from pathlib import Path
 
 import numpy as np
 
-from owx.disdel.job import JobError, NpzDataset, SyntheticDataset
+from owx.disdel.job import SyntheticDataset
 
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """What the estimator needs to know about a dataset without loading it."""
+    """What the estimator needs to know about a dataset: its size and one sample's bytes."""
 
     samples: int
-    shape: tuple[int, int, int]
-    classes: int
+    shape: tuple[int, ...]
+    classes: int | None
+    sample_bytes: int
 
-    @property
-    def sample_bytes(self) -> int:
-        """Bytes of one sample in memory: float32 pixels plus an int32 label."""
-        h, w, c = self.shape
-        return h * w * c * 4 + 4
+    @classmethod
+    def of(cls, x: np.ndarray, y: np.ndarray) -> "DatasetInfo":
+        from owx.disdel.datasets import classes_of
+
+        return cls(len(y), tuple(int(d) for d in x.shape[1:]), classes_of(y), x[:1].nbytes + y[:1].nbytes)
 
 
 def synthetic(spec: SyntheticDataset) -> tuple[np.ndarray, np.ndarray]:
@@ -42,34 +43,18 @@ def synthetic(spec: SyntheticDataset) -> tuple[np.ndarray, np.ndarray]:
     return x.astype(np.float32, copy=False), y
 
 
-def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` and ``y`` from a dataset file, checked for shape and label type."""
-    try:
-        with np.load(path) as archive:
-            if "x" not in archive or "y" not in archive:
-                raise JobError(f"{path}: a dataset file needs arrays 'x' and 'y', found {sorted(archive.files)}")
-            x, y = archive["x"], archive["y"]
-    except (OSError, ValueError) as exc:
-        raise JobError(f"{path}: not a readable .npz dataset ({exc})") from None
-    if x.ndim == 3:
-        x = x[..., None]
-    if x.ndim != 4 or y.ndim != 1 or len(x) != len(y):
-        raise JobError(f"{path}: need x of shape (N, H, W[, C]) and y of shape (N,), got {x.shape} and {y.shape}")
-    if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
-        raise JobError(f"{path}: labels y must be non-negative integers")
-    return x.astype(np.float32, copy=False), y.astype(np.int32, copy=False)
+def load(spec: object) -> tuple[np.ndarray, np.ndarray]:
+    from owx.disdel.datasets import read
+
+    return read(spec)
 
 
-def load(spec: SyntheticDataset | NpzDataset) -> tuple[np.ndarray, np.ndarray]:
-    return synthetic(spec) if isinstance(spec, SyntheticDataset) else load_npz(spec.path)
-
-
-def describe(spec: SyntheticDataset | NpzDataset) -> DatasetInfo:
-    """Size, sample shape and class count, reading only the labels of an ``.npz`` file."""
+def describe(spec: object) -> DatasetInfo:
+    """Size, sample shape and classes (a synthetic set without generating it)."""
     if isinstance(spec, SyntheticDataset):
-        return DatasetInfo(spec.samples, spec.shape, spec.classes)
-    x, y = load_npz(spec.path)
-    return DatasetInfo(len(y), tuple(int(d) for d in x.shape[1:]), int(y.max()) + 1)  # type: ignore[arg-type]
+        h, w, c = spec.shape
+        return DatasetInfo(spec.samples, spec.shape, spec.classes, h * w * c * 4 + 4)
+    return DatasetInfo.of(*load(spec))
 
 
 def shard_bounds(samples: int, shards: int) -> list[tuple[int, int]]:

@@ -1,24 +1,25 @@
 """Memory estimator: how much one training or aggregation action needs.
 
-    m_e = baseline + safety x ( per_layer x (layers - baseline_layers)
-          + 16 B x params                      weights, gradients, Adam's two moments
-          + 3 x 4 B x batch x activations      forward outputs kept for backprop, their gradients,
-                                               and the backend's reordered copies (oneDNN)
-          + k x shard_samples x sample_bytes)  k = 2: the loaded shard + the copy model.fit feeds from;
-                                               k = 4 when the container runs several rounds
+    m_e = safety x ( baseline + per_layer x (layers - baseline_layers)
+          + f_state x state + f_embedding x embedding_state
+          + batch x sum over kinds k of f_k x activation_bytes_k
+          + f_data x shard_bytes )       (f_warm_data when the container runs several rounds)
 
-``baseline`` (the runtime with TensorFlow loaded and a tiny model trained one step) and
-``per_layer`` (graph and kernel state per layer, ~2.5 MB here) are *measured* once per
-runtime by :mod:`owx.disdel.calibration`; the structural factors above are what
-TensorFlow keeps (checked against cgroup peaks of small CNN / MobileNet / ResNet runs);
-A warm container that already trained on a shard keeps about 1.2-1.5 shard-sized
-buffers inside TensorFlow (measured: 2,700 samples +38 MiB, 6,000 samples +108 MiB on the
-second run, stable afterwards; not released by ``gc``/``malloc_trim``/``clear_session``),
-hence k = 4 for multi-round jobs.
-``safety`` (default 1.25) covers allocator slack and tf.data's extra buffers on the
-model-dependent part (with 1.0, measured peaks exceeded it by up to 17% on data-heavy shards).
-An aggregator holds every input model plus the average, plus the evaluation data
-and one forward pass over an evaluation batch (the job's batch size).
+Before a job, DiSDeL also trains the job's own model for one step at the job's batch in a
+fresh container (:func:`owx.disdel.calibration.measure_step`); with that measured step,
+the model's part is the step's peak above the baseline, and only the data term is
+extrapolated to the shard (what TensorFlow keeps per element differs by layer kind, size
+and batch more than per-kind coefficients capture: -25 % on some models, measured).
+Without it, the sizes (state, activation bytes per sample by kind, layers) come from the model's
+own profile (:mod:`owx.disdel.model_profile`); the shard's bytes from the data.  The
+coefficients are not constants: they are measured once per runtime (interpreter +
+TensorFlow version) by :mod:`owx.disdel.calibration`, on probe models that are not any
+job's model: what this TensorFlow keeps per byte of optimizer state, per byte of
+activation of each kind, per byte of training data (NumPy's copy, TensorFlow's tensor,
+the shuffled epoch), and per layer.  ``safety`` covers allocator slack and the
+run-to-run spread of the runtime itself (the baseline varied by 8 % across probes in one
+session: 258-279 MiB), so it multiplies the whole estimate.  An aggregator holds every input model plus the average (and,
+when it evaluates, the evaluation data and a forward pass over one evaluation batch).
 """
 
 from __future__ import annotations
@@ -27,25 +28,37 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from owx.disdel.model_profile import ModelProfile
+from owx.disdel.model_profile import KINDS, ActivationKind, ModelProfile
 
 MB = 1024 * 1024
-BYTES_PER_PARAM = 16  # float32 weight + gradient + 2 Adam slots
-ACTIVATION_COPIES = 3  # with 2, a small CNN at batch 128 peaked at its estimate
-DATA_COPIES = 2
-WARM_DATA_COPIES = 4
+CALIBRATION_FORMAT = 2
 
 
 class RuntimeCalibration(BaseModel):
     """Measured once per runtime (interpreter + TensorFlow version), cached under the data dir."""
 
+    format: int = CALIBRATION_FORMAT
     runtime: str
-    baseline_bytes: int = Field(gt=0)
+    baseline_bytes: int = Field(gt=0, description="the runtime with TensorFlow loaded and a tiny model trained")
     light_baseline_bytes: int = Field(gt=0, description="the runtime averaging weights with NumPy only (no TensorFlow)")
     baseline_layers: int = Field(ge=0)
     per_layer_bytes: int = Field(ge=0)
-    safety: float = Field(1.25, ge=1.0)
+    state_factor: float = Field(ge=0, description="bytes per byte of weights + gradients + optimizer slots")
+    embedding_factor: float = Field(ge=0, description="the same for embedding tables")
+    activation_factor: dict[ActivationKind, float] = Field(description="bytes per byte of activations, by kind")
+    data_factor: float = Field(ge=0, description="bytes per byte of the shard, one training run")
+    warm_data_factor: float = Field(ge=0, description="the same in a container that already trained on a shard")
+    safety: float = Field(1.1, ge=1.0)
     measured_at: float = 0.0
+
+
+class MeasuredStep(BaseModel):
+    """The job's own model trained one step at the job's batch on ``samples`` samples, in a fresh
+    container of the runtime: its peak holds every model-specific cost, modelled or not."""
+
+    peak_bytes: int = Field(gt=0)
+    samples: int = Field(ge=1)
+    batch: int = Field(ge=1)
 
 
 @dataclass(frozen=True)
@@ -59,11 +72,12 @@ class MemoryEstimate:
     data: int
     inputs: int
     safety: float
+    measured: int = 0  # a measured step's peak above the baseline (then graph, state and activations are 0)
 
     @property
     def total(self) -> int:
-        variable = self.graph + self.model_state + self.activations + self.data + self.inputs
-        return int(self.baseline + self.safety * variable)
+        variable = self.graph + self.model_state + self.activations + self.data + self.inputs + self.measured
+        return int(self.safety * (self.baseline + variable))
 
     @property
     def mb(self) -> int:
@@ -71,7 +85,8 @@ class MemoryEstimate:
 
     def breakdown(self) -> dict[str, int]:
         return {"baseline": self.baseline, "graph": self.graph, "model_state": self.model_state,
-                "activations": self.activations, "data": self.data, "inputs": self.inputs, "total": self.total}
+                "activations": self.activations, "measured_step": self.measured, "data": self.data,
+                "inputs": self.inputs, "total": self.total}
 
 
 class MemoryEstimator:
@@ -84,35 +99,52 @@ class MemoryEstimator:
         extra_layers = max(0, profile.layers - self.calibration.baseline_layers)
         return self.calibration.per_layer_bytes * extra_layers
 
+    def _state(self, profile: ModelProfile) -> int:
+        c = self.calibration
+        return int(c.state_factor * profile.state_bytes + c.embedding_factor * profile.embedding_state_bytes)
+
+    def _activations(self, profile: ModelProfile, batch: int) -> int:
+        factors = self.calibration.activation_factor
+        return int(batch * sum(factors[k] * profile.activation_bytes.get(k, 0) for k in KINDS))
+
     def training(self, profile: ModelProfile, batch_size: int, shard_samples: int, sample_bytes: int,
-                 warm: bool = False) -> MemoryEstimate:
+                 warm: bool = False, step: MeasuredStep | None = None) -> MemoryEstimate:
         """One training action on ``shard_samples`` samples with mini-batches of ``batch_size``;
-        ``warm``: its container runs several rounds."""
+        ``warm``: its container runs several rounds.  With a measured ``step`` of this model at this
+        batch, the model's part is that step's peak and only the data is extrapolated; otherwise it is
+        computed from the profile."""
+        c = self.calibration
+        factor = c.warm_data_factor if warm else c.data_factor
+        if step is not None and step.batch == batch_size:
+            return MemoryEstimate(baseline=c.baseline_bytes, graph=0, model_state=0, activations=0,
+                                  data=int(factor * max(0, shard_samples - step.samples) * sample_bytes), inputs=0,
+                                  safety=c.safety, measured=max(0, step.peak_bytes - c.baseline_bytes))
         batch = min(batch_size, max(1, shard_samples))
         return MemoryEstimate(
-            baseline=self.calibration.baseline_bytes,
+            baseline=c.baseline_bytes,
             graph=self._graph(profile),
-            model_state=BYTES_PER_PARAM * profile.params,
-            activations=ACTIVATION_COPIES * 4 * batch * profile.activations_per_sample,
-            data=(WARM_DATA_COPIES if warm else DATA_COPIES) * shard_samples * sample_bytes,
+            model_state=self._state(profile),
+            activations=self._activations(profile, batch),
+            data=int(factor * shard_samples * sample_bytes),
             inputs=0,
-            safety=self.calibration.safety,
+            safety=c.safety,
         )
 
     def aggregation(self, profile: ModelProfile, fan_in: int, eval_samples: int, sample_bytes: int,
                     evaluates: bool = True, warm: bool = False, eval_batch: int = 256) -> MemoryEstimate:
         """One aggregator averaging ``fan_in`` models; with ``evaluates``, also loading TensorFlow and
         the model to score it on ``eval_samples`` (otherwise NumPy only).  ``warm``: its container
-        serves several rounds, and grows by about its inputs over them (measured 39 -> 45 MiB)."""
+        serves several rounds, and grows by about its inputs over them."""
+        c = self.calibration
         return MemoryEstimate(
-            baseline=self.calibration.baseline_bytes if evaluates else self.calibration.light_baseline_bytes,
+            baseline=c.baseline_bytes if evaluates else c.light_baseline_bytes,
             graph=self._graph(profile) if evaluates else 0,
-            model_state=4 * profile.params if evaluates else 0,
-            activations=4 * min(eval_batch, eval_samples) * profile.activations_per_sample if evaluates else 0,
-            data=DATA_COPIES * eval_samples * sample_bytes if evaluates else 0,
+            model_state=profile.weights_bytes if evaluates else 0,  # evaluation: weights, no gradients or slots
+            activations=self._activations(profile, min(eval_batch, eval_samples)) if evaluates else 0,
+            data=int(c.data_factor * eval_samples * sample_bytes) if evaluates else 0,
             # the inputs, the average, per-tensor float64 sums
             inputs=(fan_in + 2) * profile.weights_bytes * (2 if warm else 1),
-            safety=self.calibration.safety,
+            safety=c.safety,
         )
 
     def aggregation_increment(self, profile: ModelProfile, fan_in: int, eval_samples: int,

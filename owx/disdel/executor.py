@@ -33,15 +33,16 @@ from typing import Any
 
 from owx.disdel import data
 from owx.disdel import weights as weight_files
+from owx.disdel.calibration import CalibrationError, gateway_probe, measure_step
 from owx.disdel.estimator import MemoryEstimator, RuntimeCalibration
 from owx.disdel.failures import FailureManager, LimitsExhausted, classify
 from owx.disdel.gateway import Gateway
 from owx.disdel.history import FailureRecord, HistoryRecord, HistoryStore
-from owx.disdel.job import JobRequest, SyntheticDataset
-from owx.disdel.limits import PlatformLimits
+from owx.disdel.job import JobRequest
+from owx.disdel.action_bounds import ActionBounds
 from owx.disdel.messages import AggregateInput, AggregateParams, AggregateResult, ModelRef, TrainParams, TrainResult
 from owx.disdel.model_profile import profile_model
-from owx.disdel.planner import Plan, PlanInputs, Planner
+from owx.disdel.planner import Plan, PlanError, PlanInputs, Planner
 from owx.disdel.settings import DisdelSettings
 from owx.disdel.state import (
     ActionState,
@@ -59,7 +60,7 @@ class JobFailed(RuntimeError):
     """The job cannot finish; the message is for the user."""
 
 
-def build_planner(settings: DisdelSettings, calibration: RuntimeCalibration, limits: PlatformLimits) -> Planner:
+def build_planner(settings: DisdelSettings, calibration: RuntimeCalibration, limits: ActionBounds) -> Planner:
     timeouts = TimeoutManager(limits, settings.unit_price_gb_s, settings.history_margin, settings.min_timeout_ms)
     return Planner(MemoryEstimator(calibration), limits, timeouts, settings.cluster_size, settings.sync_every)
 
@@ -73,7 +74,7 @@ class JobRunner:
     """One job from planning to the stored model; ``run()`` blocks, ``snapshot()`` is thread-safe."""
 
     def __init__(self, job: JobRequest, gateway: Gateway, settings: DisdelSettings, history: HistoryStore,
-                 calibration: RuntimeCalibration, limits: PlatformLimits,
+                 calibration: RuntimeCalibration, limits: ActionBounds,
                  on_change: Callable[[JobState], None] | None = None) -> None:
         self.job = job
         self.gateway = gateway
@@ -148,27 +149,42 @@ class JobRunner:
         return self.snapshot()
 
     def _prepare(self) -> tuple[Plan, ModelRef]:
-        """Data split and shards, the model's profile and initial weights, the plan."""
-        from owx.disdel.models import build_model
+        """Data split and shards, the model staged for the actions, its profile and initial weights, the plan."""
+        from owx.disdel.models import check_input, load_model, stage
 
         job = self.job
         x, y = data.load(job.dataset)
-        classes = job.dataset.classes if isinstance(job.dataset, SyntheticDataset) else int(y.max()) + 1
-        info = data.DatasetInfo(len(y), tuple(int(d) for d in x.shape[1:]), classes)  # type: ignore[arg-type]
+        info = data.DatasetInfo.of(x, y)
         held_out = job.held_out(len(y))
         if len(y) - held_out < (job.actions or 2):
             raise JobFailed(f"{len(y)} samples leave too few for training after {held_out} held out")
         data.write_npz(self.paths.eval_set, x[-held_out:], y[-held_out:])
-        ref = ModelRef(name=job.model, shape=info.shape, classes=classes, learning_rate=job.learning_rate, seed=job.seed)
-        model = build_model(ref.name, ref.shape, ref.classes, ref.seed, ref.learning_rate)
+        ref = stage(job.model, info.shape, info.classes, self.paths.dir, job.learning_rate, job.seed)
+        model = load_model(ref)
+        check_input(model, info.shape, job.model_label)
         weight_files.save(self.paths.weights / "init.npz", model.get_weights())
         profile = profile_model(model)
         del model
-        plan = self.planner.plan(PlanInputs(job, info, profile, held_out, self.history.get(job.signature())))
+        inputs = PlanInputs(job, info, profile, held_out, self.history.get(job.signature()))
+        self.planner.choose_actions(inputs)  # what the profile alone says cannot fit fails here, saying what to raise
+        if self.settings.measure_step:
+            probe = gateway_probe(self.gateway, self.settings.train_kind, self.limits.action_cap_mb,
+                                  self.limits.clamp_timeout(300_000))
+            try:
+                step = measure_step(probe, ref.model_dump(mode="json"), x, y, job.batch_size, self.paths.dir)
+            except CalibrationError as exc:
+                raise PlanError(f"one training step of {job.model_label} at batch {job.batch_size} did not run within "
+                                f"{self.limits.action_cap_mb} MB ({exc}): lower the batch size or "
+                                f"{self.limits.raise_hint(2 * self.limits.action_cap_mb)}") from None
+            inputs = PlanInputs(job, info, profile, held_out, inputs.history, step)
+        plan = self.planner.plan(inputs)
         data.write_shards(x[:-held_out], y[:-held_out], plan.actions, self.paths.dir)
         return plan, ref
 
     def _deploy(self, plan: Plan) -> None:
+        if self.settings.prime:
+            self.gateway.prime(f"disdel-{self.job_id}-prime", self.settings.train_kind, self.limits.action_cap_mb,
+                               self.limits.clamp_timeout(300_000))
         self._limits = {"train": (plan.train_memory_mb, plan.train_timeout_ms),
                         "aggregate": (plan.aggregate_memory_mb, plan.aggregate_timeout_ms)}
         for role, (memory, timeout) in self._limits.items():

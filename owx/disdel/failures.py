@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from owx.disdel.limits import PlatformLimits
+from owx.disdel.action_bounds import ActionBounds
 
 OOM_TEXT = "exhausted its memory"
 TIMEOUT_TEXT = "exceeded its time limits"
@@ -62,7 +62,7 @@ def classify(record: dict[str, Any]) -> Failure | None:
 
 
 class FailureManager:
-    def __init__(self, limits: PlatformLimits, oom_growth: float = 1.5, timeout_growth: float = 2.0) -> None:
+    def __init__(self, limits: ActionBounds, oom_growth: float = 1.5, timeout_growth: float = 2.0) -> None:
         self.limits = limits
         self.oom_growth = oom_growth
         self.timeout_growth = timeout_growth
@@ -70,13 +70,14 @@ class FailureManager:
     def adjust(self, failure: Failure, memory_mb: int, timeout_ms: int) -> Adjustment:
         """New limits after ``failure``; raises :class:`LimitsExhausted` when already at the maximum."""
         if failure.cause == "oom":
-            if memory_mb >= self.limits.memory_max_mb:
-                raise LimitsExhausted(f"out of memory at the platform's maximum of {memory_mb} MB; "
-                                      "raise OWX_MEMORY_MB__MAX or use more actions")
+            if memory_mb >= self.limits.action_cap_mb:
+                hint = self.limits.raise_hint(math.ceil(memory_mb * self.oom_growth))
+                raise LimitsExhausted(f"out of memory at the most an action can have here, {memory_mb} MB: "
+                                      f"{hint}, or use more actions")
             return Adjustment(self.limits.clamp_memory(math.ceil(memory_mb * self.oom_growth)), timeout_ms)
         if failure.cause == "timeout":
             if timeout_ms >= self.limits.timeout_max_ms:
                 raise LimitsExhausted(f"out of time at the platform's maximum of {timeout_ms} ms; "
-                                      "raise OWX_TIMEOUT_MS__MAX or use more actions")
+                                      "raise OWX_LIMITS__TIMEOUT_MS__MAX or use more actions")
             return Adjustment(memory_mb, self.limits.clamp_timeout(math.ceil(timeout_ms * self.timeout_growth)))
         raise LimitsExhausted(f"the action failed for a reason other limits cannot fix: {failure.message}")

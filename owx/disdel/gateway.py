@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from owx.disdel.limits import PlatformLimits
+from owx.disdel.action_bounds import ActionBounds
 from owx.gateway.sdk import Client
 
-ACTION_MODULES = {"train": "owx.disdel.actions.train", "aggregate": "owx.disdel.actions.aggregate"}
+ACTION_MODULES = {"train": "owx.disdel.actions.train", "aggregate": "owx.disdel.actions.aggregate",
+                  "calibrate": "owx.disdel.actions.calibrate"}
 
 
 def action_code(role: str) -> str:
@@ -29,10 +30,10 @@ class Gateway:
         """From explicit values, else ``__OW_API_HOST``/``__OW_API_KEY``, else ``~/.wskprops``."""
         return cls(Client(apihost, auth, namespace))
 
-    def limits(self, pool_memory_mb: int) -> PlatformLimits:
+    def limits(self, fallback_memory_mb: int) -> ActionBounds:
         response = self.client.session.get(f"{self.client.apihost}/api/v1", timeout=30)
         response.raise_for_status()
-        return PlatformLimits.from_api(response.json(), pool_memory_mb)
+        return ActionBounds.from_api(response.json(), fallback_memory_mb)
 
     def deploy(self, name: str, role: str, kind: str, memory_mb: int, timeout_ms: int) -> None:
         self.client.put_action(name, action_code(role), kind=kind, limits={"memory": memory_mb, "timeout": timeout_ms},
@@ -41,6 +42,16 @@ class Gateway:
     def run(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         """A blocking invocation's activation record (polled past the server's blocking limit)."""
         return self.client.invoke_record(name, params)
+
+    def prime(self, name: str, kind: str, memory_mb: int, timeout_ms: int) -> bool:
+        """Load the runtime once in a container of its own (see :mod:`owx.disdel.actions.calibrate`);
+        False when that failed (the job goes on: priming only spares its first actions)."""
+        self.client.put_action(name, action_code("calibrate"), kind=kind, limits={"memory": memory_mb, "timeout": timeout_ms})
+        try:
+            record = self.run(name, {"probe": "prime"})
+        finally:
+            self.delete(name)
+        return bool((record.get("response") or {}).get("success"))
 
     def delete(self, name: str) -> None:
         self.client.delete_action(name)

@@ -1,7 +1,6 @@
 """Run DiSDeL's worker functions in a child process inside a fresh memory cgroup.
 
-This is how owx measures memory outside the gateway: the runtime baseline and the
-estimator's calibration, the "TensorFlow in a bare process" runs of the benchmark, and
+This is how owx measures memory outside the gateway: the estimator's calibration, the "TensorFlow in a bare process" runs of the benchmark, and
 the tests.  The child joins the cgroup between fork and exec (as the gateway's local
 backend does), so its whole life (interpreter, imports, data, training) is charged to
 the group, and the
@@ -21,7 +20,7 @@ from typing import Any
 
 from owx.common.cgroups import Cgroup
 
-TASKS = ("train", "aggregate", "baseline")
+TASKS = ("train", "aggregate", "calibrate")
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class IsolatedRun:
 
 def run_isolated(task: str, params: dict[str, Any], *, prefix: str = "owx-disdel", memory_limit: int | None = None,
                  timeout_s: float = 600.0, env: dict[str, str] | None = None) -> IsolatedRun:
-    """Run ``task`` (``train``, ``aggregate`` or ``baseline``) with ``params`` in a new cgroup."""
+    """Run ``task`` (``train``, ``aggregate`` or ``calibrate``) with ``params`` in a new cgroup."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; one of {TASKS}")
     group = Cgroup(f"{prefix}/{uuid.uuid4().hex[:12]}").create()
@@ -70,17 +69,10 @@ def run_isolated(task: str, params: dict[str, Any], *, prefix: str = "owx-disdel
 
 
 def _main(task: str) -> None:
-    params = json.loads(sys.stdin.read())
-    if task == "baseline":
-        from owx.disdel.worker import baseline_probe
+    from owx.disdel.actions import aggregate, calibrate, train
 
-        baseline_probe()
-        result = {"ok": True}
-    else:
-        from owx.disdel.actions import aggregate, train
-
-        result = (train.main if task == "train" else aggregate.main)(params)
-    print(json.dumps(result))
+    entries = {"train": train.main, "aggregate": aggregate.main, "calibrate": calibrate.main}
+    print(json.dumps(entries[task](json.loads(sys.stdin.read()))))
 
 
 if __name__ == "__main__":

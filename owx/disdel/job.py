@@ -1,4 +1,5 @@
-"""The DiSDeL job request: what to train, on which data, and how far.
+"""The DiSDeL job request: what to train (a named model, a ``.keras`` file or a Python
+function), on which data (synthetic, npz, CSV, an image folder or TFRecord files), and how far.
 
 A job is a YAML/JSON document validated by :class:`JobRequest`; every field error is
 reported with its path (``dataset.shape: ...``) so a bad file gets one clear message.
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ModelName = Literal["small_cnn", "mobilenet", "resnet"]
 
@@ -21,10 +22,12 @@ class JobError(ValueError):
     """A job request that cannot be used, with a message meant for the user."""
 
 
-class SyntheticDataset(BaseModel):
-    """A generated, learnable image-classification dataset (no download needed)."""
-
+class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class SyntheticDataset(_Spec):
+    """A generated, learnable image-classification dataset (no download needed)."""
 
     kind: Literal["synthetic"] = "synthetic"
     samples: int = Field(ge=2, le=2_000_000)
@@ -41,26 +44,112 @@ class SyntheticDataset(BaseModel):
         return shape
 
 
-class NpzDataset(BaseModel):
-    """A ``.npz`` file holding ``x`` (N, H, W, C) and integer labels ``y`` (N,)."""
+def _existing(path: Path, suffixes: tuple[str, ...] = (), directory: bool = False) -> Path:
+    path = path.expanduser()
+    if suffixes and path.suffix not in suffixes:
+        raise ValueError(f"{path} is not a {' or '.join(suffixes)} file")
+    if not (path.is_dir() if directory else path.is_file()):
+        raise ValueError(f"{path} does not exist" + (" or is not a folder" if directory else ""))
+    return path.resolve()
 
-    model_config = ConfigDict(extra="forbid")
+
+def _exists(path: Path) -> Path:
+    path = path.expanduser()
+    if not path.exists():
+        raise ValueError(f"{path} does not exist")
+    return path.resolve()
+
+
+NpzFile = Annotated[Path, AfterValidator(lambda p: _existing(p, (".npz",)))]
+CsvFile = Annotated[Path, AfterValidator(lambda p: _existing(p, (".csv",)))]
+KerasFile = Annotated[Path, AfterValidator(lambda p: _existing(p, (".keras",)))]
+Folder = Annotated[Path, AfterValidator(lambda p: _existing(p, directory=True))]
+FileOrFolder = Annotated[Path, AfterValidator(_exists)]
+
+
+class NpzDataset(_Spec):
+    """A ``.npz`` file holding ``x`` (N, ...) and labels or targets ``y`` (N,)."""
 
     kind: Literal["npz"] = "npz"
-    path: Path
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, path: Path) -> Path:
-        path = path.expanduser()
-        if path.suffix != ".npz":
-            raise ValueError(f"{path} is not a .npz file")
-        if not path.is_file():
-            raise ValueError(f"{path} does not exist")
-        return path.resolve()
+    path: NpzFile
 
 
-Dataset = Annotated[SyntheticDataset | NpzDataset, Field(discriminator="kind")]
+class CsvDataset(_Spec):
+    """A CSV file with a header row: numeric feature columns and one label column."""
+
+    kind: Literal["csv"] = "csv"
+    path: CsvFile
+    label: str = Field(description="the label column: integers are classes, other numbers regression targets")
+    features: list[str] | None = Field(None, min_length=1, description="feature columns; default every other column")
+
+
+class ImageFolderDataset(_Spec):
+    """A folder with one subfolder of images (PNG, JPEG, BMP, GIF) per class."""
+
+    kind: Literal["images"] = "images"
+    path: Folder
+    image_size: tuple[int, int] | None = Field(None, description="height, width; default the first image's")
+    color: Literal["rgb", "grayscale"] = "rgb"
+    scale: bool = Field(True, description="pixels to [0, 1]")
+
+
+class TFRecordDataset(_Spec):
+    """TFRecord files of ``tf.train.Example`` records: one feature holds the sample, one the label."""
+
+    kind: Literal["tfrecord"] = "tfrecord"
+    path: FileOrFolder = Field(description="one file, or a folder whose *.tfrecord files are read in name order")
+    feature: str = "x"
+    shape: tuple[int, ...] = Field(min_length=1, description="shape of one sample")
+    encoding: Literal["float", "int", "image"] = Field("float", description="float or int64 list, or encoded image bytes")
+    label: str = "y"
+
+
+Dataset = Annotated[SyntheticDataset | NpzDataset | CsvDataset | ImageFolderDataset | TFRecordDataset,
+                    Field(discriminator="kind")]
+
+
+class BuiltinModel(_Spec):
+    """One of owx's named models, sized to the data."""
+
+    kind: Literal["builtin"] = "builtin"
+    name: ModelName
+
+
+class KerasFileModel(_Spec):
+    """A model saved with ``model.save("name.keras")``, compiled or not."""
+
+    kind: Literal["keras"] = "keras"
+    path: KerasFile
+
+
+class FunctionModel(_Spec):
+    """``module:function`` returning a ``keras.Model``; the module lives in ``folder`` (the job's)."""
+
+    kind: Literal["function"] = "function"
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_][A-Za-z0-9_]*$")
+    folder: Path = Field(Path("."), description="where the module is: module.py or a package folder")
+
+    @model_validator(mode="after")
+    def _module_exists(self) -> "FunctionModel":
+        module = self.function.split(":")[0]
+        self.folder = self.folder.expanduser().resolve()
+        if not ((self.folder / f"{module}.py").is_file() or (self.folder / module / "__init__.py").is_file()):
+            raise ValueError(f"no module {module} ({module}.py or {module}/) in {self.folder}")
+        return self
+
+    @property
+    def module_path(self) -> Path:
+        module = self.function.split(":")[0]
+        single = self.folder / f"{module}.py"
+        return single if single.is_file() else self.folder / module
+
+
+ModelSpec = Annotated[BuiltinModel | KerasFileModel | FunctionModel, Field(discriminator="kind")]
+
+
+def _file_identity(path: Path) -> dict[str, object]:
+    stat = path.stat()
+    return {"path": str(path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
 
 
 class JobRequest(BaseModel):
@@ -69,7 +158,7 @@ class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     name: str = Field("job", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-    model: ModelName
+    model: ModelSpec
     dataset: Dataset
     batch_size: int = Field(ge=1, le=65_536)
     epochs: int = Field(ge=1, le=10_000)
@@ -79,6 +168,11 @@ class JobRequest(BaseModel):
     learning_rate: float = Field(1e-3, gt=0, le=10)
     seed: int = 0
     actions: int | None = Field(None, ge=2, le=256, description="force c_d instead of planning it")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _named(cls, model: object) -> object:
+        return {"kind": "builtin", "name": model} if isinstance(model, str) else model
 
     @model_validator(mode="after")
     def _enough_data(self) -> "JobRequest":
@@ -92,14 +186,27 @@ class JobRequest(BaseModel):
         """Samples kept for evaluating the final model (the last ones of the dataset)."""
         return self.eval_samples if self.eval_samples is not None else max(1, min(1000, samples // 10))
 
+    @property
+    def model_label(self) -> str:
+        """A short name of the model for messages and signatures."""
+        model = self.model
+        if isinstance(model, BuiltinModel):
+            return model.name
+        return model.path.stem if isinstance(model, KerasFileModel) else model.function.replace(":", ".")
+
     def signature(self) -> str:
         """Identity of (model, data, batch) used to look up execution history."""
         data = self.dataset.model_dump(mode="json")
-        if isinstance(self.dataset, NpzDataset):
-            stat = self.dataset.path.stat()
-            data = {"path": str(self.dataset.path), "size": stat.st_size, "mtime": int(stat.st_mtime)}
-        blob = json.dumps({"model": self.model, "data": data, "batch": self.batch_size}, sort_keys=True)
-        return f"{self.model}-b{self.batch_size}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+        if hasattr(self.dataset, "path") and self.dataset.path.is_file():
+            data = {**data, **_file_identity(self.dataset.path)}
+        model = self.model.model_dump(mode="json")
+        if isinstance(self.model, KerasFileModel):
+            model = {**model, **_file_identity(self.model.path)}
+        elif isinstance(self.model, FunctionModel):
+            module = self.model.module_path
+            model = {**model, **_file_identity(module if module.is_file() else module / "__init__.py")}
+        blob = json.dumps({"model": model, "data": data, "batch": self.batch_size}, sort_keys=True)
+        return f"{self.model_label}-b{self.batch_size}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
 def _explain(exc: ValidationError) -> str:
@@ -123,7 +230,7 @@ def parse_job(data: object) -> JobRequest:
 
 
 def load_job(path: str | Path) -> JobRequest:
-    """Read and validate a YAML (or JSON) job file; relative dataset paths are relative to it."""
+    """Read and validate a YAML (or JSON) job file; relative paths in it are relative to its folder."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
@@ -131,6 +238,11 @@ def load_job(path: str | Path) -> JobRequest:
         raise JobError(f"cannot read job file {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise JobError(f"job file {path} is not valid YAML: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("dataset"), dict) and "path" in data["dataset"]:
-        data["dataset"]["path"] = str(path.parent / Path(data["dataset"]["path"]).expanduser())
+    if isinstance(data, dict):
+        for section, key in (("dataset", "path"), ("model", "path"), ("model", "folder")):
+            part = data.get(section)
+            if isinstance(part, dict) and (key in part or (section, key) == ("model", "folder")):
+                if key == "folder" and part.get("kind") != "function":
+                    continue
+                part[key] = str(path.parent / Path(str(part.get(key, "."))).expanduser())
     return parse_job(data)

@@ -15,15 +15,32 @@ class _Message(BaseModel):
 
 
 class ModelRef(_Message):
-    """Enough to rebuild the same compiled model in any process (hashable: a cache key)."""
+    """Enough to rebuild the same compiled model in any process (hashable: a cache key).
+
+    Exactly one source: a ``builtin`` builder (with ``shape`` and ``classes``), a saved
+    ``keras_file``, or a ``function`` (``module:function`` importable from ``code_dir``)
+    returning a ``keras.Model``.  A model that comes uncompiled is compiled with Adam at
+    ``learning_rate`` and a loss for its labels (:func:`owx.disdel.models.load_model`).
+    """
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), frozen=True)
 
-    name: str
-    shape: tuple[int, int, int]
-    classes: int = Field(ge=2)
-    learning_rate: float = Field(gt=0)
+    builtin: str | None = None
+    keras_file: str | None = None
+    function: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    code_dir: str | None = None
+    shape: tuple[int, ...] | None = Field(None, description="input shape of a builtin model")
+    classes: int | None = Field(None, ge=2, description="label classes; None: regression (mean squared error)")
+    learning_rate: float = Field(1e-3, gt=0)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelRef":
+        if sum(x is not None for x in (self.builtin, self.keras_file, self.function)) != 1:
+            raise ValueError("give exactly one of builtin, keras_file, function")
+        if self.builtin is not None and self.shape is None:
+            raise ValueError("a builtin model needs its input shape")
+        return self
 
 
 class AggregateInput(_Message):

@@ -1,6 +1,7 @@
-"""The named Keras models DiSDeL trains, built in code with seeded random weights.
+"""The Keras models DiSDeL trains: users' own (a ``.keras`` file or a ``module:function``)
+or one of the named ones built in code with seeded random weights.
 
-Three families, kept small enough for a 2-core machine: ``small_cnn`` (two conv
+Three named families, kept small enough for a 2-core machine: ``small_cnn`` (two conv
 layers), ``mobilenet`` (depthwise-separable blocks, MobileNetV1-like) and
 ``resnet`` (basic residual blocks, ResNet-18-like but shallower).  TensorFlow is
 imported on first use only.
@@ -8,8 +9,14 @@ imported on first use only.
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any, Callable
+
+from owx.disdel.messages import ModelRef
 
 
 def _small_cnn(keras: Any, inputs: Any, classes: int) -> Any:
@@ -78,19 +85,99 @@ BUILDERS: dict[str, Callable[[Any, Any, int], Any]] = {
 }
 
 
-def build_model(name: str, shape: tuple[int, int, int], classes: int, seed: int = 0, learning_rate: float = 1e-3) -> Any:
-    """A compiled Keras model (Adam, sparse categorical cross-entropy) with seeded weights."""
+def _keras() -> Any:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
 
+    return keras
+
+
+def _builtin(keras: Any, name: str, shape: tuple[int, ...], classes: int) -> Any:
+    from owx.disdel.probe_models import PROBES
+
+    if name in PROBES:
+        return PROBES[name](keras, shape, classes)
     if name not in BUILDERS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(BUILDERS)}")
-    keras.utils.set_random_seed(seed)
     inputs = keras.Input(shape=tuple(shape))
-    model = keras.Model(inputs, BUILDERS[name](keras, inputs, classes), name=name)
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-    )
+    return keras.Model(inputs, BUILDERS[name](keras, inputs, classes), name=name)
+
+
+def _from_function(function: str, code_dir: str | None) -> Any:
+    module_name, _, attribute = function.partition(":")
+    if code_dir and code_dir not in sys.path:
+        sys.path.insert(0, code_dir)
+    model = getattr(importlib.import_module(module_name), attribute)()
+    if not hasattr(model, "fit") or not hasattr(model, "layers"):
+        raise TypeError(f"{function} returned {type(model).__name__}, not a keras.Model")
     return model
+
+
+def _default_loss(keras: Any, model: Any, classes: int | None) -> tuple[Any, list[str]]:
+    """Sparse categorical cross-entropy for class labels (on logits unless the model ends in a
+    softmax or sigmoid), mean squared error for real-valued targets."""
+    if classes is None:
+        return "mean_squared_error", []
+    activation = getattr(getattr(model.layers[-1], "activation", None), "__name__", "")
+    from_logits = activation not in ("softmax", "sigmoid")
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits), ["accuracy"]
+
+
+def load_model(ref: ModelRef) -> Any:
+    """The compiled Keras model ``ref`` names, with seeded initial weights where it builds one."""
+    keras = _keras()
+    keras.utils.set_random_seed(ref.seed)
+    if ref.builtin is not None:
+        model = _builtin(keras, ref.builtin, ref.shape or (), ref.classes or 2)
+    elif ref.keras_file is not None:
+        model = keras.models.load_model(ref.keras_file, compile=True)
+    else:
+        model = _from_function(ref.function or "", ref.code_dir)
+    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
+        loss, metrics = _default_loss(keras, model, ref.classes)
+        model.compile(optimizer=keras.optimizers.Adam(ref.learning_rate), loss=loss, metrics=metrics)
+    return model
+
+
+def build_model(name: str, shape: tuple[int, ...], classes: int, seed: int = 0, learning_rate: float = 1e-3) -> Any:
+    """A compiled builtin model (Adam, sparse categorical cross-entropy) with seeded weights."""
+    return load_model(ModelRef(builtin=name, shape=tuple(shape), classes=classes, seed=seed,
+                               learning_rate=learning_rate))
+
+
+def stage(spec: Any, shape: tuple[int, ...], classes: int | None, directory: Path, learning_rate: float,
+          seed: int) -> ModelRef:
+    """A reference to ``spec`` (a job's model) that every action can load: a user's ``.keras`` file
+    or module is copied, world-readable, into the job's ``directory``."""
+    from owx.disdel.job import BuiltinModel, JobError, KerasFileModel
+
+    if isinstance(spec, BuiltinModel):
+        if classes is None:
+            raise JobError(f"{spec.name} classifies: the labels must be integer classes")
+        return ModelRef(builtin=spec.name, shape=shape, classes=classes, learning_rate=learning_rate, seed=seed)
+    if isinstance(spec, KerasFileModel):
+        target = directory / "model.keras"
+        shutil.copyfile(spec.path, target)
+        target.chmod(0o644)
+        return ModelRef(keras_file=str(target), classes=classes, learning_rate=learning_rate, seed=seed)
+    code = directory / "code"
+    source = spec.module_path
+    if source.is_dir():
+        shutil.copytree(source, code / source.name, dirs_exist_ok=True)
+    else:
+        code.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, code / source.name)
+    for path in [code, *code.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return ModelRef(function=spec.function, code_dir=str(code), classes=classes, learning_rate=learning_rate, seed=seed)
+
+
+def check_input(model: Any, shape: tuple[int, ...], label: str) -> None:
+    """Raise JobError when samples of ``shape`` cannot feed ``model``."""
+    from owx.disdel.job import JobError
+
+    expected = tuple(model.inputs[0].shape[1:]) if getattr(model, "inputs", None) else None
+    if expected is None or len(model.inputs) != 1:
+        raise JobError(f"{label}: DiSDeL trains models with one input (built Functional or Sequential models)")
+    if len(expected) != len(shape) or any(e is not None and e != s for e, s in zip(expected, shape)):
+        raise JobError(f"{label} takes inputs of shape {expected}, the data's samples have shape {shape}")

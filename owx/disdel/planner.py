@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from owx.disdel.data import DatasetInfo, shard_bounds
-from owx.disdel.estimator import MB, MemoryEstimate, MemoryEstimator
+from owx.disdel.estimator import MB, MeasuredStep, MemoryEstimate, MemoryEstimator
 from owx.disdel.history import HistoryRecord
 from owx.disdel.job import JobRequest
-from owx.disdel.limits import PlatformLimits
+from owx.disdel.action_bounds import ActionBounds
 from owx.disdel.model_profile import ModelProfile
 from owx.disdel.timeouts import TimeoutManager
 
@@ -69,6 +69,7 @@ class PlanInputs:
     profile: ModelProfile
     eval_samples: int
     history: HistoryRecord | None = None
+    step: MeasuredStep | None = None
 
 
 def _tree(actions: int, cluster_size: int, fan_in: int) -> list[list[list[int]]]:
@@ -89,7 +90,7 @@ def _rounds(epochs: int, sync_every: int) -> list[int]:
 
 
 class Planner:
-    def __init__(self, estimator: MemoryEstimator, limits: PlatformLimits, timeouts: TimeoutManager,
+    def __init__(self, estimator: MemoryEstimator, limits: ActionBounds, timeouts: TimeoutManager,
                  cluster_size: int = 4, sync_every: int = 1) -> None:
         self.estimator = estimator
         self.limits = limits
@@ -101,37 +102,47 @@ class Planner:
         train_samples = inputs.data.samples - inputs.eval_samples
         largest = math.ceil(train_samples / actions)
         warm = len(_rounds(inputs.job.epochs, self.sync_every)) > 1
-        return self.estimator.training(inputs.profile, inputs.job.batch_size, largest, inputs.data.sample_bytes, warm)
+        return self.estimator.training(inputs.profile, inputs.job.batch_size, largest, inputs.data.sample_bytes, warm,
+                                       inputs.step)
 
     def choose_actions(self, inputs: PlanInputs) -> tuple[int, MemoryEstimate]:
-        """c_d and the estimate for its shards (the paper's growth rule)."""
-        memory_max = self.limits.memory_max_mb * MB
+        """c_d and the estimate for its shards (the paper's growth rule), within the largest action
+        the platform can run: its action maximum, and one node's container pool."""
+        cap_mb = self.limits.action_cap_mb
+        memory_max = cap_mb * MB
+        label = f"{inputs.job.model_label} at batch {inputs.job.batch_size}"
         train_samples = inputs.data.samples - inputs.eval_samples
-        fixed = self.estimator.training(inputs.profile, inputs.job.batch_size, 0, inputs.data.sample_bytes)
+        fixed = self.estimator.training(inputs.profile, inputs.job.batch_size, 0, inputs.data.sample_bytes,
+                                        step=inputs.step)
         if fixed.total > memory_max:
-            raise PlanError(f"{inputs.job.model} at batch {inputs.job.batch_size} needs {fixed.mb} MB before any data, "
-                            f"over the action maximum of {self.limits.memory_max_mb} MB: raise OWX_MEMORY_MB__MAX "
+            raise PlanError(f"{label} needs {fixed.mb} MB per action before any data, more than the "
+                            f"{cap_mb} MB an action can have here: {self.limits.raise_hint(fixed.mb)}, "
                             "or lower the batch size")
         actions = inputs.job.actions or 2
         estimate = self._estimate(inputs, actions)
         while estimate.total > memory_max and inputs.job.actions is None:
             actions += math.ceil((estimate.total - memory_max) / memory_max)
             if actions > train_samples:
-                raise PlanError(f"the data cannot be split finely enough to fit {self.limits.memory_max_mb} MB")
+                one = self.estimator.training(inputs.profile, inputs.job.batch_size, 1, inputs.data.sample_bytes,
+                                              step=inputs.step)
+                raise PlanError(f"{label}: the data cannot be split finely enough to fit {cap_mb} MB per action: "
+                                f"{self.limits.raise_hint(one.mb)}")
             estimate = self._estimate(inputs, actions)
         if estimate.total > memory_max:
-            raise PlanError(f"{actions} actions need {estimate.mb} MB each, over the action maximum of "
-                            f"{self.limits.memory_max_mb} MB: use more actions or raise OWX_MEMORY_MB__MAX")
+            raise PlanError(f"{label}: {actions} actions need {estimate.mb} MB each, more than the {cap_mb} MB an "
+                            f"action can have here: use more actions or {self.limits.raise_hint(estimate.mb)}")
         return actions, estimate
 
     def plan(self, inputs: PlanInputs) -> Plan:
         job, history = inputs.job, inputs.history
         actions, estimate = self.choose_actions(inputs)
         sample_bytes = inputs.data.sample_bytes
-        memory_max = self.limits.memory_max_mb * MB
+        memory_max = self.limits.action_cap_mb * MB
         fan_in = self.estimator.fan_in_limit(inputs.profile, memory_max, inputs.eval_samples, sample_bytes)
         if fan_in < 2:
-            raise PlanError(f"one aggregator cannot hold two {job.model} models within {self.limits.memory_max_mb} MB")
+            two = self.estimator.aggregation(inputs.profile, 2, inputs.eval_samples, sample_bytes, warm=True)
+            raise PlanError(f"one aggregator cannot hold two {job.model_label} models within "
+                            f"{self.limits.action_cap_mb} MB: {self.limits.raise_hint(two.mb)}")
         tree = _tree(actions, self.cluster_size, fan_in)
         widest = max(len(group) for level in tree for group in level)
         top = len(tree[-1][0])
@@ -144,8 +155,6 @@ class Planner:
         if history and history.peak_bytes_per_action and history.samples_per_action == math.ceil(train_samples / actions):
             train_bytes = max(train_bytes, history.peak_bytes_per_action)  # a peak measured on this very shard size
         train_mb = self.limits.clamp_memory(max(-(-train_bytes // MB), floor))
-        if train_mb > self.limits.pool_memory_mb:
-            raise PlanError(f"one training action needs {train_mb} MB, more than the pool's {self.limits.pool_memory_mb} MB")
         rounds = _rounds(job.epochs, self.sync_every)
         aggregate = self.estimator.aggregation(inputs.profile, widest, inputs.eval_samples, sample_bytes,
                                                evaluates=not final_on_trainer, warm=len(rounds) > 1,
@@ -162,7 +171,7 @@ class Planner:
             train_memory_mb=train_mb,
             train_timeout_ms=train_timeout.ms,
             timeout_source=train_timeout.source,
-            concurrent=max(1, min(actions, self.limits.pool_memory_mb // train_mb)),
+            concurrent=max(1, min(actions, self.limits.total_memory_mb // train_mb)),
             aggregate_memory_mb=aggregate_mb,
             aggregate_estimate_bytes=aggregate.total,
             final_on_trainer=final_on_trainer,

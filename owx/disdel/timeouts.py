@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from owx.disdel.history import HistoryRecord
-from owx.disdel.limits import PlatformLimits
+from owx.disdel.action_bounds import ActionBounds
 
 Source = Literal["history", "expected cost", "platform maximum"]
 
@@ -29,7 +29,7 @@ class TimeoutChoice:
 
 
 class TimeoutManager:
-    def __init__(self, limits: PlatformLimits, unit_price_gb_s: float, margin: float = 1.5, minimum_ms: int = 30_000) -> None:
+    def __init__(self, limits: ActionBounds, unit_price_gb_s: float, margin: float = 1.5, minimum_ms: int = 30_000) -> None:
         self.limits = limits
         self.unit_price = unit_price_gb_s
         self.margin = margin

@@ -49,9 +49,9 @@ def _tensorflow(threads: int) -> Any:
 def _model(ref: ModelRef) -> Any:
     """A compiled model for ``ref``, reused within the process (weights are reset by callers)."""
     if ref not in _MODELS:
-        from owx.disdel.models import build_model
+        from owx.disdel.models import load_model
 
-        _MODELS[ref] = build_model(ref.name, ref.shape, ref.classes, ref.seed, ref.learning_rate)
+        _MODELS[ref] = load_model(ref)
     return _MODELS[ref]
 
 
@@ -172,13 +172,6 @@ def train(params: TrainParams) -> TrainResult:
     )
 
 
-def baseline_probe() -> None:
-    """The runtime with TensorFlow loaded and the smallest model trained for one step."""
-    _tensorflow(0)
-    model = _model(ModelRef(name="small_cnn", shape=(8, 8, 1), classes=2, learning_rate=1e-3))
-    model.fit(np.zeros((2, 8, 8, 1), np.float32), np.zeros(2, np.int32), batch_size=2, epochs=1, verbose=0)
-
-
 def aggregate(params: AggregateParams) -> AggregateResult:
     """Weighted average of the input models; optionally evaluated and saved as a Keras file.
 
@@ -202,7 +195,9 @@ def aggregate(params: AggregateParams) -> AggregateResult:
             model.set_weights(averaged)
             if params.evaluate:
                 x, y = _load_shard(params.evaluate)
-                loss, accuracy = (float(v) for v in model.evaluate(x, y, batch_size=params.batch_size, verbose=0)[:2])
+                scores = model.evaluate(x, y, batch_size=params.batch_size, verbose=0, return_dict=True)
+                loss, accuracy = float(scores["loss"]), scores.get("accuracy", scores.get("compile_metrics"))
+                accuracy = None if accuracy is None else float(accuracy)
             if params.save_model:
                 Path(params.save_model).parent.mkdir(parents=True, exist_ok=True)
                 model.save(params.save_model)

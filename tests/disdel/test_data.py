@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from owx.disdel import data, weights
+from owx.disdel.datasets import read_npz
 from owx.disdel.job import JobError, SyntheticDataset
 
 
@@ -25,23 +26,25 @@ def test_shards_are_equal_and_cover_everything(tmp_path: Path) -> None:
     y = np.arange(11, dtype=np.int32)
     shards = data.write_shards(x, y, 4, tmp_path)
     assert [n for _, n in shards] == [3, 3, 3, 2]
-    joined = np.concatenate([data.load_npz(path)[1] for path, _ in shards])
+    joined = np.concatenate([read_npz(path)[1] for path, _ in shards])
     assert np.array_equal(joined, y)
 
 
 def test_bad_npz_files_are_explained(tmp_path: Path) -> None:
     np.savez(tmp_path / "a.npz", images=np.zeros((2, 4, 4)))
     with pytest.raises(JobError, match="needs arrays 'x' and 'y'"):
-        data.load_npz(tmp_path / "a.npz")
+        read_npz(tmp_path / "a.npz")
     np.savez(tmp_path / "b.npz", x=np.zeros((3, 4, 4)), y=np.zeros(2, np.int64))
     with pytest.raises(JobError, match="need x of shape"):
-        data.load_npz(tmp_path / "b.npz")
-    np.savez(tmp_path / "c.npz", x=np.zeros((2, 4, 4)), y=np.array([0.5, 1.0]))
+        read_npz(tmp_path / "b.npz")
+    np.savez(tmp_path / "c.npz", x=np.zeros((2, 4, 4)), y=np.array([-1, 1]))
     with pytest.raises(JobError, match="non-negative integers"):
-        data.load_npz(tmp_path / "c.npz")
+        read_npz(tmp_path / "c.npz")
     (tmp_path / "d.npz").write_bytes(b"not a zip")
     with pytest.raises(JobError, match="not a readable"):
-        data.load_npz(tmp_path / "d.npz")
+        read_npz(tmp_path / "d.npz")
+    np.savez(tmp_path / "e.npz", x=np.zeros((2, 3)), y=np.array([0.5, 1.0]))
+    assert read_npz(tmp_path / "e.npz")[1].dtype == np.float32  # real-valued targets: regression
 
 
 def test_weighted_average_weights_by_samples(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 import yaml
@@ -23,8 +24,9 @@ from owx.disdel.settings import DisdelSettings
 from owx.disdel.state import JobState
 from owx.bench.disdel.gateway import PrivateGateway
 from tests.disdel.conftest import CGROUP_PREFIX, SMALL_JOB
+from tests.disdel.formats import write_csv, write_image_folder
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # calibration: ~2 min, much more on a loaded machine
 
 
 def activations_of(gateway: PrivateGateway, name: str) -> list[dict]:
@@ -78,9 +80,11 @@ def test_cli_submit_runs_the_job_and_status_reads_it(gateway: PrivateGateway, ca
 
 def test_sdk_job_recovers_from_out_of_memory_and_remembers_it(gateway: PrivateGateway, calibration: RuntimeCalibration,
                                                               settings: DisdelSettings) -> None:
-    """A calibration that understates the runtime by 200 MB makes the first limits too small."""
+    """A profile-only estimate on a calibration that understates the runtime by 200 MB makes the first
+    limits too small."""
     job = parse_job({**SMALL_JOB, "name": "oom", "dataset": {**SMALL_JOB["dataset"], "seed": 11}})
     wrong = calibration.model_copy(update={"baseline_bytes": calibration.baseline_bytes - 200 * MB})
+    settings = settings.model_copy(update={"measure_step": False})
     client = Gateway.connect(gateway.url, gateway.auth)
     history = open_history(settings.root())
     runner = JobRunner(job, client, settings, history, wrong, client.limits(8192))
@@ -103,3 +107,58 @@ def test_sdk_job_recovers_from_out_of_memory_and_remembers_it(gateway: PrivateGa
     again = JobRunner(job, client, settings, history, wrong, client.limits(8192))
     plan, _ = again._prepare()
     assert plan.train_memory_mb >= retried
+
+
+def test_cli_trains_a_users_keras_model_on_csv_data(gateway: PrivateGateway, disdel_root: Path, tmp_path: Path) -> None:
+    import keras
+
+    write_csv(tmp_path / "data.csv", 1200, features=6, classes=3)
+    inputs = keras.Input((6,))
+    model = keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(keras.layers.Dense(32, activation="relu")(inputs)))
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.save(tmp_path / "model.keras")
+    job = {"name": "csv", "model": {"kind": "keras", "path": "model.keras"},
+           "dataset": {"kind": "csv", "path": "data.csv", "label": "label"}, "batch_size": 32, "epochs": 3,
+           "eval_samples": 200}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    env = {**os.environ, "__OW_API_HOST": gateway.url, "__OW_API_KEY": gateway.auth,
+           "OWX_DISDEL_SHARED_DIR": str(disdel_root), "OWX_DISDEL_CGROUP_PREFIX": CGROUP_PREFIX}
+    done = subprocess.run([sys.executable, "-m", "owx.cli", "disdel", "submit", str(tmp_path / "job.yaml"), "--json"],
+                          capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = JobState.model_validate_json(done.stdout[done.stdout.index("{"):])
+    assert state.status == "succeeded" and state.result.failed_activations == 0
+    assert state.plan.train_memory_mb <= 2048  # the node's pool, read from the gateway
+    assert state.result.eval_accuracy > 0.7  # three classes: chance is 0.33
+    trained = keras.models.load_model(state.result.model_path)
+    assert trained.predict(np.zeros((2, 6), np.float32), verbose=0).shape == (2, 3)
+    assert all(a.peak_bytes <= a.memory_mb * MB for a in state.activations if a.peak_bytes)
+
+
+def test_sdk_trains_an_in_memory_model_on_an_image_folder(gateway: PrivateGateway, settings: DisdelSettings,
+                                                          tmp_path: Path) -> None:
+    import keras
+
+    root = write_image_folder(tmp_path / "images", per_class=120, size=12)
+    inputs = keras.Input((12, 12, 3))
+    x = keras.layers.Conv2D(8, 3, activation="relu")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.GlobalMaxPooling2D()(x)))  # uncompiled, logits
+    handle = sdk.submit(model=model, data={"kind": "images", "path": str(root)}, name="images", batch_size=16,
+                        epochs=4, eval_samples=60, learning_rate=0.01, gateway=Gateway.connect(gateway.url, gateway.auth),
+                        settings=settings)
+    state = handle.wait(900)
+    assert state.status == "succeeded", state.message
+    assert state.result.eval_accuracy > 0.7 and state.result.failed_activations == 0
+    assert sum(state.plan.shard_samples) + 60 == 360
+
+
+def test_a_job_that_cannot_fit_fails_before_it_starts_saying_what_to_raise(gateway: PrivateGateway,
+                                                                         settings: DisdelSettings) -> None:
+    job = parse_job({**SMALL_JOB, "name": "huge", "model": "resnet", "batch_size": 65_536, "actions": 2,
+                     "dataset": {**SMALL_JOB["dataset"], "shape": [96, 96, 3]}})
+    client = Gateway.connect(gateway.url, gateway.auth)
+    state = sdk.JobHandle(JobRunner(job, client, settings, open_history(settings.root()),
+                                    sdk.calibrate(client, settings, client.limits(8192)), client.limits(8192))).wait(600)
+    assert state.status == "failed" and not state.activations
+    assert "OWX_PLATFORM__USER_MEMORY_MB, one node's container memory (now 2048), to" in state.message
+    assert "OWX_LIMITS__MEMORY_MB__MAX (now 4096)" in state.message

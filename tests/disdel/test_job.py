@@ -16,7 +16,7 @@ def test_yaml_job_loads_with_defaults(tmp_path: Path) -> None:
     path.write_text("model: resnet\ndataset: {kind: synthetic, samples: 500, shape: [16, 16, 1], classes: 3}\n"
                     "batch_size: 16\nepochs: 3\ntarget_loss: 0.2\nexpected_cost: 0.01\n")
     job = load_job(path)
-    assert (job.model, job.batch_size, job.epochs, job.target_loss, job.expected_cost) == ("resnet", 16, 3, 0.2, 0.01)
+    assert (job.model.name, job.batch_size, job.epochs, job.target_loss, job.expected_cost) == ("resnet", 16, 3, 0.2, 0.01)
     assert job.held_out(500) == 50 and job.held_out(100_000) == 1000
 
 
@@ -26,7 +26,7 @@ def test_every_problem_is_named(tmp_path: Path) -> None:
     with pytest.raises(JobError) as info:
         parse_job(bad)
     message = str(info.value)
-    for where in ("model:", "batch_size:", "dataset.synthetic.shape:", "dataset.synthetic.classes:"):
+    for where in ("model.builtin.name:", "batch_size:", "dataset.synthetic.shape:", "dataset.synthetic.classes:"):
         assert where in message
 
 
@@ -67,7 +67,7 @@ def test_signature_depends_on_model_data_and_batch() -> None:
 
 
 def test_a_training_action_starts_from_one_model_or_one_average_not_both() -> None:
-    params = {"key": "r1-t0", "job_id": "j", "model": {"name": "small_cnn", "shape": [8, 8, 1], "classes": 2,
+    params = {"key": "r1-t0", "job_id": "j", "model": {"builtin": "small_cnn", "shape": [8, 8, 1], "classes": 2,
               "learning_rate": 0.1}, "shard": "s.npz", "out_weights": "o.npz", "progress": "p.json", "epochs": 1,
               "batch_size": 2, "init_average": [{"weights": "a.npz", "samples": 10}]}
     assert TrainParams.model_validate(params).init_average[0].samples == 10

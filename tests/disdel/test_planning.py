@@ -11,38 +11,45 @@ from owx.disdel.estimator import MB, MemoryEstimator, RuntimeCalibration
 from owx.disdel.failures import FailureManager, LimitsExhausted, classify
 from owx.disdel.history import FailureRecord, HistoryRecord
 from owx.disdel.job import parse_job
-from owx.disdel.limits import PlatformLimits
+from owx.disdel.action_bounds import ActionBounds
 from owx.disdel.model_profile import ModelProfile
 from owx.disdel.planner import PlanError, PlanInputs, Planner
 from owx.disdel.timeouts import TimeoutManager
 from owx.platform.types import OOM_MESSAGE, TIMEOUT_MESSAGE
 from tests.disdel.conftest import SMALL_JOB
 
-CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, light_baseline_bytes=40 * MB, baseline_layers=8,
-                                 per_layer_bytes=2 * MB, safety=1.25)
-PROFILE = ModelProfile(name="small_cnn", params=545_098, trainable=545_098, activations_per_sample=61_578, layers=8)
-LIMITS = PlatformLimits(memory_min_mb=128, memory_max_mb=1024, timeout_min_ms=100, timeout_max_ms=300_000, pool_memory_mb=2048)
+CALIBRATION = RuntimeCalibration(runtime="t", baseline_bytes=300 * MB, light_baseline_bytes=40 * MB, baseline_layers=2,
+                                 per_layer_bytes=3 * MB, state_factor=1.5, embedding_factor=2.3,
+                                 activation_factor={"dense": 1.1, "conv": 2.0, "recurrent": 2.4},
+                                 data_factor=2.7, warm_data_factor=3.0, safety=1.1)
+PROFILE = ModelProfile(name="small_cnn", params=545_098, weights_bytes=4 * 545_098, state_bytes=16 * 545_098,
+                       activation_bytes={"dense": 4 * 138, "conv": 4 * 61_440, "recurrent": 0}, layers=7)
+LIMITS = ActionBounds(memory_min_mb=128, memory_max_mb=1024, timeout_min_ms=100, timeout_max_ms=300_000, node_memory_mb=2048)
 SAMPLE_BYTES = 32 * 32 * 3 * 4 + 4
 
 
-def planner(limits: PlatformLimits = LIMITS, cluster_size: int = 4, sync_every: int = 1) -> Planner:
+def planner(limits: ActionBounds = LIMITS, cluster_size: int = 4, sync_every: int = 1) -> Planner:
     return Planner(MemoryEstimator(CALIBRATION), limits, TimeoutManager(limits, 1e-5), cluster_size, sync_every)
 
 
 def inputs(samples: int, **job: object) -> PlanInputs:
     request = parse_job({**SMALL_JOB, **job})
-    return PlanInputs(request, DatasetInfo(samples, (32, 32, 3), 10), PROFILE, 100)
+    return PlanInputs(request, DatasetInfo(samples, (32, 32, 3), 10, SAMPLE_BYTES), PROFILE, 100)
 
 
 def test_estimate_parts_add_up() -> None:
     estimate = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES)
-    assert estimate.model_state == 16 * PROFILE.params
-    assert estimate.activations == 3 * 4 * 32 * PROFILE.activations_per_sample
-    assert estimate.data == 2 * 1000 * SAMPLE_BYTES
-    variable = estimate.model_state + estimate.activations + estimate.data
-    assert estimate.total == int(300 * MB + 1.25 * variable)
+    assert estimate.graph == 5 * 3 * MB
+    assert estimate.model_state == int(1.5 * 16 * PROFILE.params)
+    assert estimate.activations == int(32 * (1.1 * 4 * 138 + 2.0 * 4 * 61_440))
+    assert estimate.data == int(2.7 * 1000 * SAMPLE_BYTES)
+    variable = estimate.graph + estimate.model_state + estimate.activations + estimate.data
+    assert estimate.total == int(1.1 * (300 * MB + variable))
     warm = MemoryEstimator(CALIBRATION).training(PROFILE, 32, 1000, SAMPLE_BYTES, warm=True)
-    assert warm.data == 2 * estimate.data
+    assert warm.data == int(3.0 * 1000 * SAMPLE_BYTES)
+    # a batch larger than the shard trains on the shard
+    assert MemoryEstimator(CALIBRATION).training(PROFILE, 4096, 100, SAMPLE_BYTES).activations == \
+        MemoryEstimator(CALIBRATION).training(PROFILE, 100, 100, SAMPLE_BYTES).activations
 
 
 def test_two_actions_when_they_fit() -> None:
@@ -74,8 +81,8 @@ def test_actions_grow_by_the_papers_rule_until_each_fits() -> None:
 
 
 def test_a_model_that_cannot_fit_is_refused_with_the_limit_to_raise() -> None:
-    small = PlatformLimits(128, 256, 100, 300_000, 2048)
-    with pytest.raises(PlanError, match="OWX_MEMORY_MB__MAX"):
+    small = ActionBounds(128, 256, 100, 300_000, 2048)
+    with pytest.raises(PlanError, match="OWX_LIMITS__MEMORY_MB__MAX"):
         planner(small).plan(inputs(4100))
 
 
@@ -85,9 +92,10 @@ def test_forced_action_count_that_does_not_fit_is_refused() -> None:
 
 
 def test_aggregation_tree_adds_levels_when_one_aggregator_cannot_hold_all() -> None:
-    huge = ModelProfile(name="big", params=12_000_000, trainable=12_000_000, activations_per_sample=1000, layers=8)
-    limits = PlatformLimits(128, 1024, 100, 300_000, 64_000)
-    request = PlanInputs(parse_job({**SMALL_JOB, "actions": 12}), DatasetInfo(12_100, (32, 32, 3), 10), huge, 100)
+    huge = ModelProfile(name="big", params=12_000_000, weights_bytes=48_000_000, state_bytes=192_000_000,
+                        activation_bytes={"dense": 4000, "conv": 0, "recurrent": 0}, layers=8)
+    limits = ActionBounds(128, 1024, 100, 300_000, 64_000)
+    request = PlanInputs(parse_job({**SMALL_JOB, "actions": 12}), DatasetInfo(12_100, (32, 32, 3), 10, SAMPLE_BYTES), huge, 100)
     plan = planner(limits, cluster_size=8).plan(request)
     assert 2 <= plan.fan_in_max < 12
     assert plan.levels >= 2 and len(plan.tree[-1]) == 1
@@ -135,9 +143,9 @@ def test_failure_manager_raises_the_right_limit_up_to_the_maximum() -> None:
     assert manager.adjust(oom, 400, 60_000) == type(manager.adjust(oom, 400, 60_000))(600, 60_000)
     assert manager.adjust(oom, 900, 60_000).memory_mb == 1024
     assert manager.adjust(slow, 400, 200_000).timeout_ms == 300_000
-    with pytest.raises(LimitsExhausted, match="OWX_MEMORY_MB__MAX"):
+    with pytest.raises(LimitsExhausted, match="OWX_LIMITS__MEMORY_MB__MAX"):
         manager.adjust(oom, 1024, 60_000)
-    with pytest.raises(LimitsExhausted, match="OWX_TIMEOUT_MS__MAX"):
+    with pytest.raises(LimitsExhausted, match="OWX_LIMITS__TIMEOUT_MS__MAX"):
         manager.adjust(slow, 400, 300_000)
     with pytest.raises(LimitsExhausted, match="other limits cannot fix"):
         manager.adjust(classify(record({"error": "bug"})), 400, 1000)
@@ -159,3 +167,20 @@ def test_history_floors_after_failures_raise_the_next_plan() -> None:
     request = inputs(4100)
     plan = planner().plan(PlanInputs(request.job, request.data, request.profile, 100, history))
     assert plan.train_memory_mb == 700
+
+
+def test_the_nodes_pool_bounds_an_action_and_the_message_names_the_setting_and_value() -> None:
+    info = {"limits": {"min_action_memory": 128 * MB, "max_action_memory": 4096 * MB, "min_action_duration": 100,
+                       "max_action_duration": 300_000, "node_memory": 512 * MB, "pool_memory": 1024 * MB}}
+    limits = ActionBounds.from_api(info, fallback_memory_mb=8192)
+    assert (limits.memory_max_mb, limits.node_memory_mb, limits.total_memory_mb, limits.action_cap_mb) == (4096, 512, 1024, 512)
+    assert limits.clamp_memory(3000) == 512
+    with pytest.raises(PlanError) as info_error:
+        planner(limits).plan(inputs(12_100, actions=2))
+    needed = planner(LIMITS).plan(inputs(12_100, actions=2)).train_estimate_bytes
+    assert "OWX_PLATFORM__USER_MEMORY_MB, one node's container memory (now 512), to" in str(info_error.value)
+    assert "OWX_LIMITS__MEMORY_MB__MAX" not in str(info_error.value)  # 4096 is enough
+    assert needed > 512 * MB
+    # an upstream OpenWhisk does not report its memory: the configured one stands
+    del info["limits"]["node_memory"], info["limits"]["pool_memory"]
+    assert ActionBounds.from_api(info, fallback_memory_mb=8192).action_cap_mb == 4096

@@ -13,7 +13,7 @@ from owx.disdel.isolated import run_isolated
 from owx.disdel.job import SyntheticDataset
 from tests.disdel.conftest import CGROUP_PREFIX
 
-MODEL = {"name": "small_cnn", "shape": [16, 16, 3], "classes": 4, "learning_rate": 0.001}
+MODEL = {"builtin": "small_cnn", "shape": [16, 16, 3], "classes": 4, "learning_rate": 0.001}
 
 pytestmark = pytest.mark.slow
 

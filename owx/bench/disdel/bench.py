@@ -1,46 +1,42 @@
 """``owx bench disdel``: DiSDeL's estimator accuracy, and training time/memory against baselines.
 
-Everything runs here, in this run: a private gateway (``owx up``, actions as processes in
-cgroups, kind python:tensorflow), TensorFlow in bare child processes, generated data.
+Everything runs here, in this run: the runtime's calibration, TensorFlow in child
+processes in fresh cgroups, a private gateway (``owx up``, kind python:tensorflow), generated data.
 
-1. estimator accuracy: estimate vs the measured cgroup peak of a training action (limit =
-   the platform maximum, so the peak is not capped) for four model / batch combinations,
-   plus every training action of the DiSDeL job (warm, several rounds);
-2. the same training job in four environments: TF bare process, one action with hand-set
-   limits, the paper's retry strategy (256 MB / 60 s, +256 MB per OOM, +240 s per
-   time-out) and DiSDeL; time, memory, held-out loss;
-3. bench-out/disdel_memory.png: memory over time of the environments (figure 4.5 style).
+1. estimator accuracy (:mod:`owx.bench.disdel.estimates`): estimate / measured peak on the
+   zoo's table (dev and held-out halves), warm, and on a fresh page cache under a limit
+   equal to the estimate;  ``--control fixed`` scores the old fixed-constant estimator,
+   ``static`` the profile-only estimate (no measured step), ``no-safety`` the estimator
+   without its margin, ``no-prime`` the fresh pass without priming;
+2. (normal runs) the same training job in four environments: TF bare process, one action
+   with hand-set limits, the paper's retry strategy (256 MB / 60 s, +256 MB per OOM,
+   +240 s per time-out) and DiSDeL; time, memory, held-out loss, and a memory-over-time plot.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from owx.bench.disdel.estimates import score
 from owx.bench.disdel.gateway import start_gateway
 from owx.bench.disdel.plot import memory_over_time
-from owx.bench.disdel.runs import EnvRun, bare_process, concurrent_peak, retry_strategy, single_action, train_params
-
+from owx.bench.disdel.runs import EnvRun, bare_process, concurrent_peak, retry_strategy, single_action
+from owx.bench.disdel.zoo import TABLE
+from owx.bench.results import Report
 from owx.disdel import data, sdk
-from owx.disdel.estimator import MemoryEstimator
-from owx.disdel.gateway import Gateway, action_code
-from owx.disdel.job import SyntheticDataset, parse_job
-from owx.disdel.model_profile import profile_model
-from owx.disdel.models import build_model
+from owx.disdel.calibration import local_probe, local_runtime_key, measure
+from owx.disdel.gateway import Gateway
+from owx.disdel.job import parse_job
 from owx.disdel.settings import DisdelSettings
 
 MB = 1024 * 1024
 PREFIX = "owx-disdel-bench"
-COMBOS = [  # model, shape, samples, batch
-    ("small_cnn", (32, 32, 3), 3000, 32),
-    ("small_cnn", (32, 32, 3), 3000, 128),
-    ("mobilenet", (16, 16, 3), 800, 32),
-    ("resnet", (16, 16, 3), 800, 64),
-]
 JOB = {
     "name": "bench",
     "model": "small_cnn",
@@ -53,29 +49,6 @@ JOB = {
 
 def line(text: str = "") -> None:
     print(text, flush=True)
-
-
-def estimator_accuracy(gateway: Gateway, calibration, work: Path, memory_max_mb: int) -> list[dict]:
-    rows = []
-    for model, shape, samples, batch in COMBOS:
-        x, y = data.synthetic(SyntheticDataset(samples=samples, shape=shape, classes=10, seed=2))
-        shard = data.write_npz(work / f"acc-{model}-{batch}.npz", x, y)
-        ref = {"name": model, "shape": shape, "classes": 10, "learning_rate": 1e-3}
-        name = f"bench-acc-{model}-{batch}"
-        gateway.client.put_action(name, action_code("train"), kind="python:tensorflow",
-                                  limits={"memory": memory_max_mb, "timeout": 600_000})
-        try:
-            result = gateway.client.invoke(name, train_params(work, name, ref, shard, 1, batch))
-        finally:
-            gateway.client.delete_action(name)
-        profile = profile_model(build_model(model, shape, 10))
-        estimate = MemoryEstimator(calibration).training(profile, batch, samples, x[0].nbytes + 4).total
-        peak = result["peak_memory_bytes"]
-        rows.append({"combo": f"{model} {shape[0]}x{shape[1]}x{shape[2]} n={samples} b={batch}", "estimate": estimate,
-                     "peak": peak})
-        line(f"  {rows[-1]['combo']:42} estimate {estimate / MB:7.1f} MiB  peak {peak / MB:7.1f} MiB  "
-             f"ratio {estimate / peak:5.3f}")
-    return rows
 
 
 def disdel_run(gateway: Gateway, settings: DisdelSettings) -> tuple[EnvRun, object]:
@@ -104,36 +77,75 @@ def disdel_run(gateway: Gateway, settings: DisdelSettings) -> tuple[EnvRun, obje
     return run, state
 
 
+def estimator_gates(report: Report, work: Path, control: str | None) -> None:
+    t = time.monotonic()
+    calibration = measure(local_probe(PREFIX), work / "calibration", local_runtime_key())
+    line(f"calibration in fresh cgroups ({time.monotonic() - t:.0f} s): baseline {calibration.baseline_bytes / MB:.1f} MiB, "
+         f"{calibration.per_layer_bytes / MB:.2f} MiB per layer, state x{calibration.state_factor:.2f}, embedding "
+         f"x{calibration.embedding_factor:.2f}, activations {calibration.activation_factor}, data "
+         f"x{calibration.data_factor:.2f} (warm x{calibration.warm_data_factor:.2f}), safety {calibration.safety}")
+    report.parameters["calibration"] = calibration.model_dump()
+    line("\n1. estimator accuracy: estimate / cgroup peak, one epoch per row")
+    rows = score(calibration, work, PREFIX, control, line)
+    for scored in rows:
+        report.figure(f"{scored.row.half} {scored.row.label} ({scored.row.family}): estimate / peak",
+                      round(scored.ratio, 3))
+    for half in ("dev", "held_out"):
+        ratios = [r.ratio for r in rows if r.row.half == half]
+        report.figure(f"{half} rows: estimate / peak min", round(min(ratios), 3))
+        report.figure(f"{half} rows: estimate / peak max", round(max(ratios), 3))
+    held = [r for r in rows if r.row.half == "held_out"]
+    report.goal("every row: estimate / warm peak >= 1 (never under)", min(r.ratio for r in rows), 1.0,
+                higher_is_better=True)
+    report.goal("held-out rows: estimate / warm peak <= 1.2", max(r.ratio for r in held), 1.2)
+    report.goal("held-out rows on a fresh page cache, limit = estimate: runs OOM-killed",
+                sum(1 for r in held if not r.fresh_ok), 0)
+    slowest = max(r.fresh_seconds / r.seconds for r in held)
+    report.figure("fresh page cache under the estimate: slowest duration / warm unlimited duration", round(slowest, 2))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser.add_argument("--control", choices=("fixed", "static", "no-safety", "no-prime"),
+                        help="score the old fixed-constant estimator, the profile-only one (no measured step), "
+                        "no safety margin, or the fresh pass without priming")
+    parser.add_argument("--estimates-only", action="store_true", help="skip part 2 (the four environments)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="owx-disdel-bench-"))
     work.chmod(0o755)
+    report = Report("disdel", parameters={"table": [r.label for r in TABLE], "epochs per row": 1,
+                                          "job": JOB, "estimates only": args.estimates_only or bool(args.control)},
+                    control=args.control)
+    try:
+        line(f"load average at start: {os.getloadavg()}")
+        report.parameters["load average at start"] = os.getloadavg()
+        estimator_gates(report, work, args.control)
+        if not (args.estimates_only or args.control):
+            environments(report, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            line(f"work directory kept: {work}")
+    return report.finish()
+
+
+def environments(report: Report, work: Path) -> None:
     memory_max_mb = 4096
     gw = start_gateway(work / "gateway", memory_max_mb=memory_max_mb, timeout_max_ms=900_000, pool_mb=8192)
-    goals: list[tuple[str, bool]] = []
     try:
         gateway = Gateway.connect(gw.url, gw.auth)
         settings = DisdelSettings(shared_dir=work / "shared", pool_memory_mb=8192, cgroup_prefix=PREFIX)
-        limits = gateway.limits(settings.pool_memory())
-        t = time.monotonic()
-        calibration = sdk.calibrate(gateway, settings, limits)
-        line(f"calibration through the gateway ({time.monotonic() - t:.0f} s): baseline "
-             f"{calibration.baseline_bytes / MB:.1f} MiB, {calibration.per_layer_bytes / MB:.2f} MiB per layer, "
-             f"safety {calibration.safety}")
-
-        line("\n1. estimator accuracy (cold training action, limit = platform maximum)")
-        rows = estimator_accuracy(gateway, calibration, work, memory_max_mb)
-
+        rows: list[dict] = []
         job = parse_job(JOB)
         x, y = data.synthetic(job.dataset)
         held = job.held_out(len(y))
         shard = data.write_npz(work / "full.npz", x[:-held], y[:-held])
         eval_set = data.write_npz(work / "eval.npz", x[-held:], y[-held:])
-        model = {"name": job.model, "shape": job.dataset.shape, "classes": job.dataset.classes, "learning_rate": 1e-3}
-        line(f"\n2. job: {job.model} on {len(y) - held} samples {job.dataset.shape}, batch {job.batch_size}, "
+        model = {"builtin": job.model.name, "shape": job.dataset.shape, "classes": job.dataset.classes,
+                 "learning_rate": 1e-3}
+        line(f"\n2. job: {job.model_label} on {len(y) - held} samples {job.dataset.shape}, batch {job.batch_size}, "
              f"{job.epochs} epochs (held-out {held})")
         runs: list[EnvRun] = []
         runs.append(bare_process(work, model, shard, eval_set, job.epochs, job.batch_size, PREFIX))
@@ -162,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                  f"{row['estimate'] / row['peak']:8.3f}")
         ratios = [r["estimate"] / r["peak"] for r in rows]
         line(f"  ratio min {min(ratios):.3f}  p50 {sorted(ratios)[len(ratios) // 2]:.3f}  max {max(ratios):.3f}")
+        report.figure("DiSDeL job's containers: estimate / peak max", round(max(ratios), 3))
+        report.goal("DiSDeL job's containers (through the gateway): estimate / peak >= 1", min(ratios), 1.0,
+                    higher_is_better=True)
 
         line("\nenvironments (2 cores)")
         line(f"  {'environment':48} {'time s':>7} {'peak MiB':>9} {'all MiB':>8} {'eval loss':>9} "
@@ -217,25 +232,15 @@ def main(argv: list[str] | None = None) -> int:
 
         panels = {"TF bare process": bare, "default serverless (1 action)": single, "DiSDeL": disdel}
         path = memory_over_time({title: run.memory for title, run in panels.items()},
-                                {title: run.marks for title, run in panels.items()}, args.out / "disdel_memory.png")
+                                {title: run.marks for title, run in panels.items()}, report.plot_path("memory"))
         line(f"\nplot: {path}")
 
-        goals.append(("estimate >= measured peak for every combination", min(ratios) >= 1.0))
-        goals.append(("estimate <= 1.25 x measured peak for every combination", max(ratios) <= 1.25))
-        goals.append(("0 failed actions in the DiSDeL run", disdel.failed == 0))
-        goals.append(("DiSDeL loss within 10% of the bare process's", disdel.eval_loss <= 1.10 * bare.eval_loss))
-        goals.append(("DiSDeL job time (executing: deploy to final model) <= single action's (deploy to trained model) "
-                      "on 2 cores", execution <= single.time_s))
+        report.goal("failed actions in the DiSDeL run", disdel.failed, 0)
+        report.goal("DiSDeL eval loss / bare process's", disdel.eval_loss / bare.eval_loss, 1.10)
+        report.goal("DiSDeL job time (executing: deploy to final model) / single action's (deploy to trained model) "
+                    "on 2 cores", execution / single.time_s, 1.0)
     finally:
         gw.stop()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            line(f"work directory kept: {work}")
-    line("\ngoals")
-    for text, ok in goals:
-        line(f"  {'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if goals and all(ok for _, ok in goals) else 1
 
 
 if __name__ == "__main__":
