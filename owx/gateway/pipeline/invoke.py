@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any, Callable, Protocol
 
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
-from owx.gateway.errors import bad_request
+from owx.gateway.errors import ApiError, bad_request
 from owx.gateway.identity import Identity
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
@@ -68,7 +68,7 @@ def action_spec(resolved: ResolvedAction) -> ActionSpec:
     doc, limits = resolved.doc, resolved.limits
     exec_doc = doc["exec"]
     return ActionSpec(
-        key=f"{resolved.path}@{resolved.rev}",
+        key=resolved.container_key,
         kind=exec_doc["kind"],
         code=exec_doc.get("code"),
         binary=bool(exec_doc.get("binary")),
@@ -177,7 +177,7 @@ class Invoker:
             record = records.activation(
                 activation_id=activation_id, namespace=identity.namespace, action=resolved.doc,
                 path=str(resolved.path), outcome=outcome, max_result_bytes=self.settings.gateway.max_payload_bytes,
-                cause=cause, extra_annotations=outcome.annotations,
+                cause=cause, extra_annotations=outcome.annotations, binding=resolved.binding,
             )
         self.activations.put(record)
         return Completion.of(record, platform_status)
@@ -220,9 +220,13 @@ class Invoker:
         start_ms = int(time.time() * 1000)
         component_ids: list[str] = []
         duration = 0
-        value, last = args, None
+        value, last, failure = args, None, None
         for reference in resolved.doc["exec"]["components"]:
-            component = self.catalog.resolve(parse_fqn(reference, identity.namespace))
+            try:
+                component = self.catalog.resolve(parse_fqn(reference, identity.namespace), identity.namespace)
+            except ApiError as exc:  # deleted or no longer shared since the sequence was resolved
+                failure = records.component_failure(exc)
+                break
             child_id = records.new_id()
             last = self.execute(identity, component, {**component.parameters, **value}, child_id, cause=aid).record
             component_ids.append(child_id)
@@ -231,7 +235,8 @@ class Invoker:
                 break
             value = last["response"]["result"]
         end_ms = int(time.time() * 1000)
-        response = last["response"] if last else records.response("success", args, self.settings.gateway.max_payload_bytes)
+        response = failure or (last["response"] if last else
+                               records.response("success", args, self.settings.gateway.max_payload_bytes))
         annotations = [
             {"key": "topmost", "value": cause is None},
             {"key": "path", "value": str(resolved.path)},

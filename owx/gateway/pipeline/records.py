@@ -6,6 +6,10 @@ import json
 import uuid
 from typing import Any
 
+from owx.gateway.errors import INVALID_RESULT, SEQUENCE_COMPONENT_NOT_FOUND, ApiError
+from owx.gateway import jsonvalues
+from owx.gateway.stores import MAX_DOC_BYTES
+from owx.platform import loglines
 from owx.platform.types import (
     APPLICATION_ERROR,
     DEVELOPER_ERROR,
@@ -16,6 +20,8 @@ from owx.platform.types import (
 
 STATUS_CODES = {SUCCESS: 0, APPLICATION_ERROR: 1, DEVELOPER_ERROR: 2, INTERNAL_ERROR: 3}
 TRUNCATED_RESPONSE = "The action produced a response that exceeded the allowed length: {size} > {limit} bytes."
+MB = 1024 * 1024
+RECORD_SLACK = 4096  # room for the truncation line that replaces cut logs
 
 
 def new_id() -> str:
@@ -24,13 +30,34 @@ def new_id() -> str:
 
 
 def response(status: str, result: Any, max_bytes: int) -> dict[str, Any]:
-    """The ``response`` object; a result over ``max_bytes`` becomes a developer error."""
-    size = len(json.dumps(result, separators=(",", ":")))
+    """The ``response`` object. A result that is not storable JSON (NaN, a lone surrogate, nested
+    too deep) or is over ``max_bytes`` (as stored) becomes a developer error saying so."""
+    problem = jsonvalues.problem(result)
+    if problem:
+        status, result = DEVELOPER_ERROR, {"error": INVALID_RESULT.format(detail=problem)}
+    size = jsonvalues.encoded_size(result)
     if size > max_bytes:
         status, result = DEVELOPER_ERROR, {"error": TRUNCATED_RESPONSE.format(size=size, limit=max_bytes)}
-        size = len(json.dumps(result))
+        size = jsonvalues.encoded_size(result)
     return {"status": status, "statusCode": STATUS_CODES[status], "success": status == SUCCESS,
             "result": result, "size": size}
+
+
+def component_failure(exc: ApiError) -> dict[str, Any]:
+    """The ``response`` of a sequence whose component cannot be invoked any more (deleted, or no longer
+    shared): an application error, as OpenWhisk's sequences report a missing component."""
+    message = SEQUENCE_COMPONENT_NOT_FOUND if exc.status == 404 else exc.message
+    return response(APPLICATION_ERROR, {"error": message}, MB)
+
+
+def stored_logs(lines: Any, limit_bytes: int) -> list[str]:
+    """The log lines as a record stores them: strings of valid Unicode within the action's log limit
+    (counted per line as the collector counts them), cut with OpenWhisk's truncation line."""
+    if not isinstance(lines, list):
+        lines = [] if lines is None else [lines]
+    text = [(line if isinstance(line, str) else json.dumps(line, default=repr)).encode("utf-8", "replace").decode()
+            for line in lines]
+    return loglines.within(text, limit_bytes)
 
 
 def activation(
@@ -43,8 +70,10 @@ def activation(
     max_result_bytes: int,
     cause: str | None = None,
     extra_annotations: list[dict[str, Any]] | None = None,
+    binding: str | None = None,
 ) -> dict[str, Any]:
-    """The record of one activation of ``action`` (its stored document) run by ``namespace``."""
+    """The record of one activation of ``action`` (its stored document) run by ``namespace``, through
+    the package ``binding`` (``ns/name``) if given; always storable (see `response`, `stored_logs`)."""
     annotations = [
         {"key": "path", "value": path},
         {"key": "waitTime", "value": outcome.wait_ms},
@@ -58,7 +87,9 @@ def activation(
         annotations.append({"key": "memoryPeak", "value": outcome.memory_peak_bytes})
     if cause:
         annotations.append({"key": "causedBy", "value": "sequence"})
-    annotations.extend(extra_annotations or ())
+    if binding:
+        annotations.append({"key": "binding", "value": binding})
+    annotations.extend(a for a in extra_annotations or () if jsonvalues.problem(a) is None)
     record = {
         "activationId": activation_id,
         "namespace": namespace,
@@ -70,11 +101,21 @@ def activation(
         "end": outcome.end_ms,
         "duration": outcome.duration_ms,
         "response": response(outcome.status, outcome.result, max_result_bytes),
-        "logs": outcome.logs,
+        "logs": stored_logs(outcome.logs, action["limits"]["logs"] * MB),
         "annotations": annotations,
     }
     if cause:
         record["cause"] = cause
+    return _fitted(record)
+
+
+def _fitted(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its logs cut further if it would still be over the stores' document limit
+    (a result limit and log limit configured together above it)."""
+    overflow = jsonvalues.encoded_size(record) - MAX_DOC_BYTES
+    if overflow > 0:
+        kept = sum(loglines.cost(line) for line in record["logs"]) - overflow - RECORD_SLACK
+        record["logs"] = loglines.within(record["logs"], max(0, kept))
     return record
 
 
