@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from owx.gateway.errors import NAME_ILLEGAL, NAME_TOO_LONG, NAMESPACE_ILLEGAL, bad_request
 
 MAX_NAME_LENGTH = 256
-# OpenWhisk's EntityName: an ASCII word character, then up to 255 of [A-Za-z0-9_@ .&-], no trailing
-# space. ASCII only (Java's \w), so look-alikes such as a fullwidth "ｓ" are not names.
-_NAME = re.compile(r"\A(?:\w|\w[\w@ .&-]{0,%d}[\w@.&-])\Z" % (MAX_NAME_LENGTH - 2), re.ASCII)
+#: OpenWhisk's EntityName: an ASCII word character, then up to 255 of [A-Za-z0-9_@ .&-], no trailing
+#: space. ASCII only (Java's \w), so look-alikes such as a fullwidth "ｓ" are not names. (Written
+#: so that Python and JSON Schema read it alike.)
+NAME_PATTERN = r"[A-Za-z0-9_](?:[A-Za-z0-9_@ .&-]{0,%d}[A-Za-z0-9_@.&-])?" % (MAX_NAME_LENGTH - 2)
+_NAME = re.compile(NAME_PATTERN)
 DEFAULT_PACKAGE = "default"
 
 
 def valid_name(name: str) -> bool:
-    return bool(_NAME.match(name))
+    return _NAME.fullmatch(name) is not None
 
 
 def _check(name: str, illegal: str, field: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import tracemalloc
 
 from owx.common.cgroups import UNLIMITED
 from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
@@ -69,8 +70,14 @@ def test_empty_lines_count_against_the_limit():
     limit = 1024 * 1024
     logs = LogCollector(limit_bytes=limit)
     chunk = b"\n" * 65536
-    for _ in range(3_000_000 // len(chunk) + 1):
-        logs.feed("stdout", chunk)
+    tracemalloc.start()
+    try:
+        for _ in range(3_000_000 // len(chunk) + 1):
+            logs.feed("stdout", chunk)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert held < 8 * limit  # capped while reading, not after
     logs.feed("stdout", END)
     logs.feed("stderr", END)
     lines = logs.collect(0.1)

@@ -15,9 +15,10 @@ from pydantic import BaseModel
 
 from owx.gateway.api.request_args import INT_RANGE, LIST_MAX_LIMIT, LONG_RANGE
 from owx.gateway.models import ActionBody, PackageBody
+from owx.gateway.names import NAME_PATTERN
 
 blueprint = Blueprint("openapi", __name__)
-_PARAM = re.compile(r"<(?:[a-z]+:)?([a-z_]+)>")
+_PARAM = re.compile(r"<(?:([a-z]+):)?([a-z_]+)>")
 _REF = "#/components/schemas/{model}"
 _FLAG = {"type": "boolean"}
 _EPOCH_MS = {"type": "integer", "minimum": 0, "maximum": LONG_RANGE[1]}
@@ -58,7 +59,7 @@ def document() -> dict[str, Any]:
     for rule in rules:
         if rule.rule.endswith("/") and (rule.endpoint, rule.rule[:-1]) in canonical:
             continue  # ``.../actions/`` is ``.../actions``: documented once
-        route = _PARAM.sub(r"{\1}", rule.rule)
+        route = _PARAM.sub(r"{\2}", rule.rule)
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             paths.setdefault(route, {})[method.lower()] = _operation(rule.endpoint, method.lower(), rule.rule, schemas)
     return {
@@ -73,8 +74,8 @@ def document() -> dict[str, Any]:
 def _operation(endpoint: str, method: str, rule: str, schemas: dict[str, Any]) -> dict[str, Any]:
     view = current_app.view_functions[endpoint]
     summary = (view.__doc__ or endpoint).strip().splitlines()[0]
-    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
-                  for name in _PARAM.findall(rule)]
+    parameters = [{"name": name, "in": "path", "required": True, "schema": _path_schema(converter, name)}
+                  for converter, name in _PARAM.findall(rule)]
     parameters += [{"name": name, "in": "query", "required": False, "schema": schema}
                    for name, schema in QUERY.get(endpoint, {}).items()]
     error = {"description": "OpenWhisk's error body", "content": {"application/json": {"schema": {"$ref": _REF.format(
@@ -95,6 +96,18 @@ def _operation(endpoint: str, method: str, rule: str, schemas: dict[str, Any]) -
         operation["requestBody"] = {"required": model is not None,
                                     "content": {"application/json": {"schema": schema}}}
     return operation
+
+
+def _path_schema(converter: str, name: str) -> dict[str, Any]:
+    """Names as OpenWhisk's grammar has them (``path:name`` is ``[package/]name``); others any text."""
+    if name == "ns":
+        return {"type": "string", "pattern": f"^{NAME_PATTERN}$", "examples": ["_"]}
+    if name == "name":
+        package = f"(?:/{NAME_PATTERN})?" if converter == "path" else ""
+        return {"type": "string", "pattern": f"^{NAME_PATTERN}{package}$"}
+    if name == "activation_id":
+        return {"type": "string", "pattern": "^[0-9a-f]{32}$"}
+    return {"type": "string", "minLength": 1}
 
 
 def _model_schema(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
