@@ -418,29 +418,20 @@ class Catalog:
         return doc
 
     @staticmethod
-    def _summary(entity: Entity) -> dict[str, Any]:
+    def _brief(entity: Entity) -> dict[str, Any]:
+        """What OpenWhisk's list views show of every entity."""
         doc = entity.doc
-        return {
-            "namespace": doc["namespace"],
-            "name": doc["name"],
-            "version": doc["version"],
-            "publish": doc.get("publish", False),
-            "annotations": doc.get("annotations", []),
-            "limits": doc.get("limits", {}),
-            "exec": {"binary": doc["exec"].get("binary", False)},
-            "updated": entity.updated,
-        }
+        return {"namespace": doc["namespace"], "name": doc["name"], "version": doc["version"],
+                "publish": doc.get("publish", False), "annotations": doc.get("annotations", []),
+                "updated": entity.updated}
 
-    @staticmethod
-    def _package_summary(entity: Entity) -> dict[str, Any]:
+    @classmethod
+    def _summary(cls, entity: Entity) -> dict[str, Any]:
+        """An action as OpenWhisk lists it: no code, no parameters."""
+        return {**cls._brief(entity), "limits": entity.doc.get("limits", {}),
+                "exec": {"binary": entity.doc["exec"].get("binary", False)}}
+
+    @classmethod
+    def _package_summary(cls, entity: Entity) -> dict[str, Any]:
         """A package as OpenWhisk lists it: no parameters; ``binding`` false or the bound package."""
-        doc = entity.doc
-        return {
-            "namespace": doc["namespace"],
-            "name": doc["name"],
-            "version": doc["version"],
-            "publish": doc.get("publish", False),
-            "annotations": doc.get("annotations", []),
-            "binding": doc.get("binding") or False,
-            "updated": entity.updated,
-        }
+        return {**cls._brief(entity), "binding": entity.doc.get("binding") or False}

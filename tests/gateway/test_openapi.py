@@ -54,6 +54,6 @@ def test_schemathesis_finds_no_server_error(gateway, tmp_path: Path, namespace, 
         [*SCHEMATHESIS, "--config-file", str(config), "run", f"{gateway.url}/api/v1/api-docs",
          "--auth", gateway.auth, "--max-time", str(seconds), "--suppress-health-check", "all",
          "--checks", "not_a_server_error,response_schema_conformance", "--seed", "7"],
-        capture_output=True, text=True, timeout=seconds * 3 + 60)
+        capture_output=True, text=True, timeout=seconds * 3 + 60, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in done.stdout
