@@ -9,15 +9,17 @@ record: its JSON string (quotes and escapes included) and a separator. An empty 
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
-from json.encoder import encode_basestring as _quote  # the JSON string literal, non-ASCII kept
+from datetime import UTC, datetime, timezone
+from json.encoder import (
+    encode_basestring as _quote,  # the JSON string literal, non-ASCII kept
+)
 
 from owx.platform.types import LOG_TRUNCATED_MESSAGE
 
 
 def timestamp(epoch: float) -> str:
     """OpenWhisk's log timestamp: ISO-8601 UTC with microseconds and a ``Z`` (27 characters)."""
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def line(epoch: float, stream: str, text: str) -> str:

@@ -7,6 +7,7 @@ import json
 import re
 from urllib.parse import quote
 
+import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -124,3 +125,29 @@ def test_any_credentials_are_a_401(gateway, credentials):
     header = "Basic " + base64.b64encode(credentials).decode()
     answer = requests.get(gateway.api("actions"), headers={"Authorization": header})
     assert answer.status_code == 401 and set(answer.json()) == {"error", "code"}
+
+
+http_like = st.fixed_dictionaries({}, optional={
+    "statusCode": json_values | st.integers(-(2**70), 2**70) | st.text(max_size=6),
+    "headers": st.dictionaries(st.text(max_size=12), json_values | st.lists(json_values, max_size=2), max_size=3)
+    | json_values,
+    "body": json_values,
+})
+
+
+@pytest.fixture(scope="module")
+def web_echo(gateway) -> str:
+    """A web action answering whatever its ``answer`` parameter holds."""
+    body = {"exec": {"kind": "python:3", "code": "def main(args):\n    return args.get('answer')\n"},
+            "annotations": [{"key": "web-export", "value": True}]}
+    assert gateway.session().put(gateway.api("actions/fuzz-web"), json=body, params={"overwrite": "true"}
+                                 ).status_code == 200
+    return f"{gateway.url}/api/v1/web/{gateway.namespace}/default/fuzz-web"
+
+
+@hostile
+@given(answer=http_like | json_values, extension=st.sampled_from([".http", ".json", ".text", ".html", ""]))
+def test_any_web_action_result_is_answered(web_echo, answer, extension):
+    """Whatever a web action returns, the gateway answers it or says why: never a 500."""
+    reply = requests.post(web_echo + extension, json={"answer": answer})
+    assert reply.status_code != 500, (answer, reply.text[:200])  # 502 is the action's failure, as in OpenWhisk

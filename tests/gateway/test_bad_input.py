@@ -187,3 +187,23 @@ def test_web_action_results_that_are_not_http_are_400(gateway, deployed):
         assert reply.json()["error"] == "Response is not valid 'message/http'.", label
     good = requests.post(url, json={"answer": {"statusCode": "201", "headers": {"X-A": ["1", "2"]}, "body": "ok"}})
     assert good.status_code == 201 and good.text == "ok" and good.headers["X-A"] == "1, 2"
+
+
+def test_nested_sequences_are_checked_whole(gateway, deployed):
+    """A cycle through another sequence (once accepted, then recursing without end at invoke) and more
+    than 50 actions once nested sequences are inlined are OpenWhisk's 400s."""
+    s = uuid.uuid4().hex[:6]
+
+    def sequence(name, components, overwrite="false"):
+        return deployed.put(gateway.api(f"actions/{name}"), params={"overwrite": overwrite},
+                            json={"exec": {"kind": "sequence", "components": components}})
+
+    assert sequence(f"a-{s}", ["echo"]).status_code == 200
+    assert sequence(f"b-{s}", [f"a-{s}"]).status_code == 200
+    cycle = sequence(f"a-{s}", [f"b-{s}"], overwrite="true")
+    assert cycle.status_code == 400 and cycle.json()["error"] == "Sequence may not refer to itself."
+    assert sequence(f"wide-{s}", ["echo"] * 30).status_code == 200
+    long = sequence(f"long-{s}", [f"wide-{s}", f"wide-{s}"])
+    assert long.status_code == 400 and long.json()["error"] == "Too many actions in the sequence."
+    ran = deployed.post(gateway.api(f"actions/b-{s}"), params={"blocking": "true", "result": "true"}, json={"k": 1})
+    assert ran.status_code == 200 and ran.json() == {"k": 1}
