@@ -101,6 +101,13 @@ class ResolvedAction:
         return self.doc["limits"]
 
     @property
+    def gets_api_key(self) -> bool:
+        """Whether the caller's key goes to the action (``provide-api-key``): only to the caller's own
+        actions. OpenWhisk hands it to shared actions too; owx does not give one tenant's key to code
+        another tenant wrote."""
+        return bool(annotation(self.doc, "provide-api-key")) and self.caller in (None, self.path.namespace)
+
+    @property
     def container_key(self) -> str:
         """What the platform keys containers by: the action's revision, and the invoking namespace
         when it is not the owner's, so that tenants never share a container (as OpenWhisk keys

@@ -14,6 +14,7 @@ import pytest
 from tests.gateway.conftest import RunningGateway
 
 ECHO = "def main(args):\n    return args\n"
+KEYS = "import os\n\ndef main(args):\n    return {'key': os.environ.get('__OW_API_KEY')}\n"
 TOKEN = ("import secrets\nTOKEN = secrets.token_hex(8)\n\n"
          "def main(args):\n    return {'token': TOKEN}\n")
 
@@ -38,6 +39,8 @@ def tenants(gateway: RunningGateway):
         ("packages/shared", {"publish": True, "parameters": kv(p="pkg", q="pkg", r="pkg", s="pkg")}),
         ("actions/shared/echo", {"exec": {"kind": "python:3", "code": ECHO}, "parameters": kv(r="act", s="act")}),
         ("actions/shared/token", {"exec": {"kind": "python:3", "code": TOKEN}}),
+        ("actions/shared/keys", {"exec": {"kind": "python:3", "code": KEYS},
+                                 "annotations": [{"key": "provide-api-key", "value": True}]}),
         ("packages/vault", {"parameters": kv(secret="vault-secret")}),
         ("actions/vault/leak", {"exec": {"kind": "python:3", "code": ECHO}}),
         ("actions/secret", {"exec": {"kind": "python:3", "code": ECHO}, "parameters": kv(secret="default-secret")}),
@@ -92,7 +95,7 @@ def test_another_namespace_lists_only_published_packages(tenants):
     assert http_b.get(b.api("packages", a.namespace), params={"count": "true"}).json() == {"packages": 1}
     assert {p["name"] for p in http_a.get(a.api("packages")).json()} == {"shared", "vault"}
     shared = http_b.get(b.api("packages/shared", a.namespace))
-    assert shared.status_code == 200 and {x["name"] for x in shared.json()["actions"]} == {"echo", "token"}
+    assert shared.status_code == 200 and {x["name"] for x in shared.json()["actions"]} == {"echo", "token", "keys"}
 
 
 def test_writes_to_another_namespace_are_refused(tenants):
@@ -137,9 +140,9 @@ def test_binding_invoke_merges_package_binding_action_and_request_parameters(ten
     binding = http_b.get(b.api("packages/mine")).json()
     assert binding["name"] == "mine" and binding["binding"] == {"namespace": a.namespace, "name": "shared"}
     assert {p["key"]: p["value"] for p in binding["parameters"]} == {"p": "pkg", "q": "bind", "r": "bind", "s": "bind"}
-    assert {x["name"] for x in binding["actions"]} == {"echo", "token"}
+    assert {x["name"] for x in binding["actions"]} == {"echo", "token", "keys"}
     listed = http_b.get(b.api("actions/mine/")).json()
-    assert {x["name"] for x in listed} == {"echo", "token"}
+    assert {x["name"] for x in listed} == {"echo", "token", "keys"}
     assert {x["namespace"] for x in listed} == {f"{a.namespace}/shared"}
     via = http_b.get(b.api("actions/mine/echo")).json()
     assert {p["key"]: p["value"] for p in via["parameters"]} == {"p": "pkg", "q": "bind", "r": "act", "s": "act"}
@@ -182,3 +185,11 @@ def test_unpublishing_revokes_bindings_and_sequences(gateway: RunningGateway):
     denied(invoke(http_b, b.api("actions/pipe")), f"{a.namespace}/lib")
     denied(invoke(http_b, b.api("actions/libx/echo")), f"{b.namespace}/libx")
     denied(http_b.get(b.api("packages/libx")), f"{b.namespace}/libx")
+
+
+def test_a_shared_action_never_receives_another_tenants_key(tenants):
+    """``provide-api-key`` gives the caller's key to the caller's own actions only."""
+    a, b, http_a, http_b = tenants
+    url = b.api("actions/shared/keys", a.namespace)
+    assert invoke(http_a, url).json() == {"key": a.auth}
+    assert invoke(http_b, url).json() == {"key": None}

@@ -200,7 +200,7 @@ class Invoker:
             activation_id=aid,
             transaction_id=aid,
             deadline_ms=now_ms + spec.timeout_ms,
-            api_key=identity.auth if annotation(resolved.doc, "provide-api-key") else None,
+            api_key=identity.auth if resolved.gets_api_key else None,
             api_host=self.api_host,
         )
         try:
