@@ -87,10 +87,10 @@ class ResolvedAction:
     path: EntityPath
     doc: dict[str, Any]
     rev: str
+    caller: str
     parameters: dict[str, Any] = field(default_factory=dict)
     resolved_at: float = 0.0
     binding: str | None = None
-    caller: str | None = None
 
     @property
     def kind(self) -> str:
@@ -105,7 +105,7 @@ class ResolvedAction:
         """Whether the caller's key goes to the action (``provide-api-key``): only to the caller's own
         actions. OpenWhisk hands it to shared actions too; owx does not give one tenant's key to code
         another tenant wrote."""
-        return bool(annotation(self.doc, "provide-api-key")) and self.caller in (None, self.path.namespace)
+        return bool(annotation(self.doc, "provide-api-key")) and self.caller == self.path.namespace
 
     @property
     def container_key(self) -> str:
@@ -113,7 +113,7 @@ class ResolvedAction:
         when it is not the owner's, so that tenants never share a container (as OpenWhisk keys
         warm containers by invocation namespace and action)."""
         key = f"{self.path}@{self.rev}"
-        return key if self.caller in (None, self.path.namespace) else f"{key}#{self.caller}"
+        return key if self.caller == self.path.namespace else f"{key}#{self.caller}"
 
 
 class Catalog:
@@ -288,12 +288,12 @@ class Catalog:
         self.platform.forget(str(path))
         return self._present(entity)
 
-    def resolve(self, path: EntityPath, caller: str | None = None) -> ResolvedAction:
-        """The action ``caller`` (default: the path's own namespace) invokes at ``path``, through a
-        binding if the package is one, with the merged parameters; cached briefly.
+    def resolve(self, path: EntityPath, caller: str) -> ResolvedAction:
+        """The action namespace ``caller`` invokes at ``path``, through a binding if the package is one,
+        with the merged parameters; cached briefly. The caller decides entitlement, the container the
+        activation may use and whether it gets the caller's key: always name the invoking namespace.
 
         For a sequence, the caller must be entitled to every component, as OpenWhisk checks."""
-        caller = caller or path.namespace
         key = (caller, str(path))
         cached = self._resolved.get(key)
         if cached and time.monotonic() - cached.resolved_at < RESOLVE_TTL_S:
@@ -310,8 +310,8 @@ class Catalog:
             for component in doc["exec"]["components"]:
                 self.access.use_action(caller, parse_fqn(component, caller))
         resolved = ResolvedAction(
-            located, doc, entity.rev, params_dict(_inherit(inherited, entity.doc.get("parameters"))),
-            time.monotonic(), f"{path.namespace}/{path.package}" if grant and grant.is_binding else None, caller)
+            located, doc, entity.rev, caller, params_dict(_inherit(inherited, entity.doc.get("parameters"))),
+            time.monotonic(), f"{path.namespace}/{path.package}" if grant and grant.is_binding else None)
         with self._lock:
             self._resolved[key] = resolved
         return resolved

@@ -82,7 +82,7 @@ def web_action(ns: str, package: str, rest: str):
     path = EntityPath(ns, check_name(name), None if package == DEFAULT_PACKAGE else check_name(package))
     owner = service.auth.owner(ns)
     try:
-        resolved = service.catalog.resolve(path) if owner else None
+        resolved = service.catalog.resolve(path, ns) if owner else None
     except ApiError:
         resolved = None
     if resolved is None or not annotation(resolved.doc, "web-export"):
