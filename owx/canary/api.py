@@ -91,7 +91,7 @@ def submit_job(ns: str):
     """Submit a job: one activation per parameter set, admitted together."""
     service, canary = gateway(), core()
     body = model(JobBody)
-    resolved = service.catalog.resolve(parse_relative(namespace(ns), body.action))
+    resolved = service.catalog.resolve(parse_relative(namespace(ns), body.action), caller().namespace)
     if not canary.accepts(resolved):
         raise bad_request(NOT_STATEFUL.format(action=body.action))
     if not canary.fits_ever(resolved, len(body.params)):

@@ -130,6 +130,7 @@ def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": scope.get("scheme", "http"),
         "wsgi.input": io.BytesIO(body),
+        "wsgi.input_terminated": True,  # the whole body is here: werkzeug reads chunked requests too
         "wsgi.errors": sys.stderr,
         "wsgi.multithread": True,
         "wsgi.multiprocess": False,

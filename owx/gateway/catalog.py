@@ -1,4 +1,10 @@
-"""Actions and packages: OpenWhisk's create/update/merge rules over the EntityStore."""
+"""Actions and packages: OpenWhisk's create/update/merge rules over the EntityStore.
+
+Every operation names its caller (the namespace of the key that asked); what the caller may
+reach in other namespaces is decided by `owx.gateway.entitlement`. Package bindings resolve to
+the bound package's actions, with parameters merged as OpenWhisk merges them: package, then
+binding, then action (then, at invoke, the request's), each over the one before.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,17 @@ from typing import Any
 
 from owx.gateway import errors
 from owx.gateway.action_limits import effective, merge_limits
-from owx.gateway.errors import ApiError, bad_request, not_found
+from owx.gateway.entitlement import PACKAGES, Entitlement, PackageGrant
+from owx.gateway.errors import ApiError, bad_request, forbidden, not_found
 from owx.gateway.models import MAX_SEQUENCE_LENGTH, PYTHON_KINDS, ActionBody, ExecBody, KeyValue, PackageBody
-from owx.gateway.names import EntityPath, parse_fqn
+from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, parse_fqn
 from owx.gateway.settings import ActionLimits
-from owx.gateway.stores import Conflict, Entity, EntityStore
+from owx.gateway.stores import Conflict, Entity, EntityStore, InvalidInput
 from owx.platform import Platform
 
 ACTIONS = "actions"
-PACKAGES = "packages"
 RESOLVE_TTL_S = 2.0  # how long an invocation may see an action another gateway changed
+MAX_SEQUENCE_NODES = 10 * MAX_SEQUENCE_LENGTH  # actions and nested sequences looked at per check
 
 
 def _kv(items: list[KeyValue] | None) -> list[dict[str, Any]] | None:
@@ -48,6 +55,13 @@ def params_dict(items: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {item["key"]: item.get("value") for item in items or ()}
 
 
+def _inherit(inherited: list[dict[str, Any]], own: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """``own`` parameters over ``inherited`` ones, as a ``{key, value}`` list."""
+    merged = {item["key"]: item for item in inherited}
+    merged.update({item["key"]: item for item in own or ()})
+    return list(merged.values())
+
+
 def _looks_like_zip(code: str) -> bool:
     try:
         return base64.b64decode(code[:8], validate=True).startswith(b"PK")
@@ -64,13 +78,19 @@ def _bump(version: str) -> str:
 
 @dataclass(frozen=True)
 class ResolvedAction:
-    """An action ready to invoke: its record, store revision and effective parameters."""
+    """An action ready to invoke: its record, store revision and effective parameters.
+
+    ``path`` is where the action lives; ``binding`` the ``ns/binding`` it was reached through, if
+    any; ``caller`` the namespace invoking it.
+    """
 
     path: EntityPath
     doc: dict[str, Any]
     rev: str
+    caller: str
     parameters: dict[str, Any] = field(default_factory=dict)
     resolved_at: float = 0.0
+    binding: str | None = None
 
     @property
     def kind(self) -> str:
@@ -80,15 +100,31 @@ class ResolvedAction:
     def limits(self) -> dict[str, int]:
         return self.doc["limits"]
 
+    @property
+    def gets_api_key(self) -> bool:
+        """Whether the caller's key goes to the action (``provide-api-key``): only to the caller's own
+        actions. OpenWhisk hands it to shared actions too; owx does not give one tenant's key to code
+        another tenant wrote."""
+        return bool(annotation(self.doc, "provide-api-key")) and self.caller == self.path.namespace
+
+    @property
+    def container_key(self) -> str:
+        """What the platform keys containers by: the action's revision, and the invoking namespace
+        when it is not the owner's, so that tenants never share a container (as OpenWhisk keys
+        warm containers by invocation namespace and action)."""
+        key = f"{self.path}@{self.rev}"
+        return key if self.caller == self.path.namespace else f"{key}#{self.caller}"
+
 
 class Catalog:
-    """Create, read, update, list and delete actions and packages of a namespace."""
+    """Create, read, update, list and delete actions and packages, on behalf of a caller."""
 
     def __init__(self, store: EntityStore, limits: ActionLimits, platform: Platform) -> None:
         self.store = store
         self.configured_limits = limits
         self.platform = platform
-        self._resolved: dict[str, ResolvedAction] = {}
+        self.access = Entitlement(store)
+        self._resolved: dict[tuple[str, str], ResolvedAction] = {}
         self._lock = threading.Lock()
 
     @property
@@ -97,7 +133,9 @@ class Catalog:
         return effective(self.configured_limits, self.platform.limits())
 
     # -- actions -----------------------------------------------------------
-    def put_action(self, path: EntityPath, body: ActionBody, overwrite: bool) -> dict[str, Any]:
+    def put_action(self, caller: str, path: EntityPath, body: ActionBody, overwrite: bool) -> dict[str, Any]:
+        self.access.change(caller, path)
+        body.check_sizes()
         if path.package:
             self._require_package(path.namespace, path.package)
         current = self.store.get(path.namespace, ACTIONS, path.relative)
@@ -106,14 +144,21 @@ class Catalog:
         if current is None and body.exec is None:
             raise bad_request("The request content was malformed:\nexec undefined")
         doc = self._merge_action(path, body, current.doc if current else None)
-        try:
-            saved = self.store.put(path.namespace, ACTIONS, path.relative, doc, current.rev if current else None)
-        except Conflict:
-            raise ApiError(409, errors.CONFLICT if current else errors.ALREADY_EXISTS) from None
-        self._forget(path)
+        saved = self._put(path.namespace, ACTIONS, path.relative, doc, current)
         if current is not None:
             self.platform.forget(str(path))
         return self._present(saved)
+
+    def _put(self, namespace: str, collection: str, name: str, doc: dict[str, Any],
+             current: Entity | None) -> Entity:
+        try:
+            saved = self.store.put(namespace, collection, name, doc, current.rev if current else None)
+        except Conflict:
+            raise ApiError(409, errors.CONFLICT if current else errors.ALREADY_EXISTS) from None
+        except InvalidInput as exc:  # every field was checked; this is the store's last word
+            raise bad_request(errors.MALFORMED.format(detail=exc)) from None
+        self._forget()
+        return saved
 
     def _merge_action(self, path: EntityPath, body: ActionBody, current: dict[str, Any] | None) -> dict[str, Any]:
         exec_doc = self._exec(path, body.exec) if body.exec else dict(current["exec"])  # type: ignore[index]
@@ -153,74 +198,128 @@ class Catalog:
         return {"kind": "sequence", "components": self._components(path, body.components), "binary": False}
 
     def _components(self, path: EntityPath, components: list[str] | None) -> list[str]:
+        """The components as fully qualified names, checked as OpenWhisk checks them: the caller may
+        read each (403), then no cycle, at most 50 atomic actions once nested sequences are
+        inlined, and every one exists (400)."""
         if not components:
             raise bad_request(errors.SEQUENCE_NO_COMPONENT)
         if len(components) > MAX_SEQUENCE_LENGTH:
             raise bad_request(errors.SEQUENCE_TOO_LONG)
-        resolved = []
-        for reference in components:
-            component = parse_fqn(reference, path.namespace)
-            if component == path:
-                raise bad_request(errors.SEQUENCE_CYCLIC)
-            if self.store.get(component.namespace, ACTIONS, component.relative) is None:
-                raise bad_request(errors.SEQUENCE_COMPONENT_NOT_FOUND)
-            resolved.append(component.fqn)
-        return resolved
+        paths = [parse_fqn(reference, path.namespace) for reference in components]
+        for component in paths:
+            self.access.use_action(path.namespace, component)
+        self._count_atomic(path, paths)
+        return [component.fqn for component in paths]
 
-    def get_action(self, path: EntityPath, code: bool = True) -> dict[str, Any]:
-        entity = self.store.get(path.namespace, ACTIONS, path.relative)
+    def _count_atomic(self, sequence: EntityPath, components: list[EntityPath]) -> None:
+        pending, atomic, visited = list(components), 0, 0
+        while pending:
+            visited += 1
+            if visited > MAX_SEQUENCE_NODES:  # a chain of one-component sequences, or a cycle among them
+                raise bad_request(errors.SEQUENCE_TOO_LONG)
+            located = self._locate(pending.pop())
+            if located == sequence:
+                raise bad_request(errors.SEQUENCE_CYCLIC)
+            entity = self.store.get(located.namespace, ACTIONS, located.relative) if located else None
+            if entity is None:
+                raise bad_request(errors.SEQUENCE_COMPONENT_NOT_FOUND)
+            if entity.doc["exec"]["kind"] == "sequence":
+                pending.extend(parse_fqn(c, located.namespace) for c in entity.doc["exec"]["components"])
+            else:
+                atomic += 1
+            if atomic + len(pending) > MAX_SEQUENCE_LENGTH:
+                raise bad_request(errors.SEQUENCE_TOO_LONG)
+
+    def _locate(self, path: EntityPath) -> EntityPath | None:
+        """Where the action ``path`` names lives, through a binding (no entitlement check)."""
+        if path.package is None:
+            return path
+        package = self.store.get(path.namespace, PACKAGES, path.package)
+        binding = package.doc.get("binding") if package else None
+        return EntityPath(binding["namespace"], path.name, binding["name"]) if binding else path
+
+    def get_action(self, caller: str, path: EntityPath, code: bool = True) -> dict[str, Any]:
+        """The action (through a binding: the bound one) with its package's parameters under its own."""
+        grant = self.access.use_action(caller, path)
+        entity = self.store.get(*self._source(path, grant))
         if entity is None:
             raise not_found()
         doc = self._present(entity)
+        if grant is not None:
+            doc["parameters"] = _inherit(grant.parameters, doc.get("parameters"))
         if not code:
             doc["exec"].pop("code", None)
         return doc
 
-    def list_actions(self, namespace: str, package: str | None, skip: int, limit: int) -> list[dict[str, Any]]:
-        prefix = f"{package}/" if package else ""
-        entities = self.store.list(namespace, ACTIONS, prefix=prefix, skip=skip, limit=limit)
-        return [self._summary(e) for e in entities if package or "/" not in e.name]
+    @staticmethod
+    def _source(path: EntityPath, grant: PackageGrant | None) -> tuple[str, str, str]:
+        """The store key of the action ``path`` names, in the package ``grant`` gives access to."""
+        if grant is None:
+            return path.namespace, ACTIONS, path.relative
+        return grant.source.namespace, ACTIONS, f"{grant.source.name}/{path.name}"
 
-    def count_actions(self, namespace: str, package: str | None = None) -> int:
-        if package:
-            return self.store.count(namespace, ACTIONS, prefix=f"{package}/")
-        return sum(1 for e in self.store.list(namespace, ACTIONS) if "/" not in e.name)
+    def list_actions(self, caller: str, namespace: str, package: str | None, skip: int,
+                     limit: int) -> list[dict[str, Any]]:
+        """Actions of the caller's namespace (packaged ones too, as OpenWhisk lists them), or of a
+        package the caller may read (a binding lists the bound package's actions)."""
+        source_ns, prefix = self._listing(caller, namespace, package)
+        return [self._summary(e) for e in self.store.list(source_ns, ACTIONS, prefix=prefix, skip=skip, limit=limit)]
 
-    def delete_action(self, path: EntityPath) -> dict[str, Any]:
+    def count_actions(self, caller: str, namespace: str, package: str | None = None) -> int:
+        source_ns, prefix = self._listing(caller, namespace, package)
+        return self.store.count(source_ns, ACTIONS, prefix=prefix)
+
+    def _listing(self, caller: str, namespace: str, package: str | None) -> tuple[str, str]:
+        if package is None:
+            if namespace != caller:
+                raise forbidden(namespace)
+            return namespace, ""
+        grant = self.access.read_package(caller, namespace, package)
+        return grant.source.namespace, f"{grant.source.name}/"
+
+    def delete_action(self, caller: str, path: EntityPath) -> dict[str, Any]:
+        self.access.change(caller, path)
+        if path.package:
+            self._require_package(path.namespace, path.package)
         entity = self.store.get(path.namespace, ACTIONS, path.relative)
         if entity is None or not self.store.delete(path.namespace, ACTIONS, path.relative, entity.rev):
             raise not_found()
-        self._forget(path)
+        self._forget()
         self.platform.forget(str(path))
         return self._present(entity)
 
-    def resolve(self, path: EntityPath) -> ResolvedAction:
-        """The action to invoke, with package parameters under its own (cached briefly)."""
-        key = str(path)
+    def resolve(self, path: EntityPath, caller: str) -> ResolvedAction:
+        """The action namespace ``caller`` invokes at ``path``, through a binding if the package is one,
+        with the merged parameters; cached briefly. The caller decides entitlement, the container the
+        activation may use and whether it gets the caller's key: always name the invoking namespace.
+
+        For a sequence, the caller must be entitled to every component, as OpenWhisk checks."""
+        key = (caller, str(path))
         cached = self._resolved.get(key)
         if cached and time.monotonic() - cached.resolved_at < RESOLVE_TTL_S:
             return cached
-        entity = self.store.get(path.namespace, ACTIONS, path.relative)
+        grant = self.access.use_action(caller, path)
+        namespace, _, relative = self._source(path, grant)
+        entity = self.store.get(namespace, ACTIONS, relative)
         if entity is None:
             raise not_found()
-        parameters = {}
-        if path.package:
-            package = self.store.get(path.namespace, PACKAGES, path.package)
-            parameters.update(params_dict(package.doc.get("parameters")) if package else {})
-        parameters.update(params_dict(entity.doc.get("parameters")))
-        resolved = ResolvedAction(path, self._present(entity), entity.rev, parameters, time.monotonic())
+        located = EntityPath(namespace, path.name, grant.source.name if grant else None)
+        inherited = grant.parameters if grant else []
+        doc = self._present(entity)
+        if doc["exec"]["kind"] == "sequence":
+            for component in doc["exec"]["components"]:
+                self.access.use_action(caller, parse_fqn(component, caller))
+        resolved = ResolvedAction(
+            located, doc, entity.rev, caller, params_dict(_inherit(inherited, entity.doc.get("parameters"))),
+            time.monotonic(), f"{path.namespace}/{path.package}" if grant and grant.is_binding else None)
         with self._lock:
             self._resolved[key] = resolved
         return resolved
 
-    def _forget(self, path: EntityPath) -> None:
+    def _forget(self) -> None:
+        """An entity changed: resolve afresh (bindings make any change reach other paths)."""
         with self._lock:
-            if path.name == "*":
-                prefix = f"{path.namespace}/{path.package}/"
-                for key in [k for k in self._resolved if k.startswith(prefix)]:
-                    del self._resolved[key]
-            else:
-                self._resolved.pop(str(path), None)
+            self._resolved.clear()
 
     # -- packages ----------------------------------------------------------
     def _require_package(self, namespace: str, name: str) -> dict[str, Any]:
@@ -231,13 +330,25 @@ class Catalog:
             raise bad_request(errors.BINDING_NOT_ALLOWED)
         return package.doc
 
-    def put_package(self, namespace: str, name: str, body: PackageBody, overwrite: bool) -> dict[str, Any]:
+    def put_package(self, caller: str, namespace: str, name: str, body: PackageBody,
+                    overwrite: bool) -> dict[str, Any]:
+        self.access.change(caller, EntityPath(namespace, name))
+        if name == DEFAULT_PACKAGE:
+            raise bad_request(errors.PACKAGE_NAME_RESERVED.format(name=name))
+        body.check_sizes()
+        binding = self._binding(caller, body) if body.binding else None
         current = self.store.get(namespace, PACKAGES, name)
         if current and not overwrite:
             raise ApiError(409, errors.ALREADY_EXISTS)
         old = current.doc if current else {}
-        binding = self._binding(namespace, body) if body.binding else old.get("binding", {})
+        if binding and current and not old.get("binding"):
+            raise ApiError(409, errors.PACKAGE_CANNOT_BECOME_BINDING)
+        binding = binding or old.get("binding") or {}
         parameters, annotations = _kv(body.parameters), _kv(body.annotations)
+        annotations = [a for a in (annotations if annotations is not None else old.get("annotations", []))
+                       if a["key"] != "binding"]
+        if binding:
+            annotations.append({"key": "binding", "value": binding})
         doc = {
             "namespace": namespace,
             "name": name,
@@ -245,49 +356,57 @@ class Catalog:
             "publish": body.publish if body.publish is not None else old.get("publish", False),
             "binding": binding,
             "parameters": parameters if parameters is not None else old.get("parameters", []),
-            "annotations": annotations if annotations is not None else old.get("annotations", []),
+            "annotations": annotations,
         }
+        return self._present(self._put(namespace, PACKAGES, name, doc, current))
+
+    def _binding(self, caller: str, body: PackageBody) -> dict[str, str]:
+        """The package a binding refers to, if the caller may read it and it is not a binding."""
+        assert body.binding is not None
+        target_ns = caller if body.binding.namespace == "_" else body.binding.namespace
         try:
-            saved = self.store.put(namespace, PACKAGES, name, doc, current.rev if current else None)
-        except Conflict:
-            raise ApiError(409, errors.CONFLICT) from None
-        self._forget(EntityPath(namespace, "*", name))
-        return self._present(saved)
+            grant = self.access.read_package(caller, target_ns, body.binding.name)
+        except ApiError as exc:
+            if exc.status == 404:
+                raise bad_request(errors.PACKAGE_DOES_NOT_EXIST) from None
+            raise
+        if grant.is_binding:
+            raise bad_request(errors.BINDING_TO_BINDING)
+        return {"namespace": target_ns, "name": grant.entity.name}
 
-    def _binding(self, namespace: str, body: PackageBody) -> dict[str, str]:
-        binding = body.binding if isinstance(body.binding, dict) else body.binding.model_dump()  # type: ignore[union-attr]
-        if not binding:
-            return {}
-        target_ns = binding.get("namespace") or namespace
-        target_ns = namespace if target_ns == "_" else target_ns
-        target = self.store.get(target_ns, PACKAGES, str(binding.get("name", "")))
-        if target is None:
-            raise bad_request(errors.PACKAGE_DOES_NOT_EXIST)
-        return {"namespace": target_ns, "name": target.name}
-
-    def get_package(self, namespace: str, name: str) -> dict[str, Any]:
-        entity = self.store.get(namespace, PACKAGES, name)
-        if entity is None:
-            raise not_found()
-        doc = self._present(entity)
-        source_ns, source = namespace, name
-        if doc.get("binding"):
-            source_ns, source = doc["binding"]["namespace"], doc["binding"]["name"]
-        doc["actions"] = [self._summary(e) for e in self.store.list(source_ns, ACTIONS, prefix=f"{source}/")]
-        doc["feeds"] = []
+    def get_package(self, caller: str, namespace: str, name: str) -> dict[str, Any]:
+        """A package with its actions; a binding with the bound package's actions and its
+        parameters over the bound package's."""
+        grant = self.access.read_package(caller, namespace, name)
+        doc = self._present(grant.entity)
+        doc["parameters"] = grant.parameters
+        actions = self.store.list(grant.source.namespace, ACTIONS, prefix=f"{grant.source.name}/")
+        doc["actions"] = [self._summary(e) for e in actions if annotation(e.doc, "feed") is None]
+        doc["feeds"] = [self._summary(e) for e in actions if annotation(e.doc, "feed") is not None]
         return doc
 
-    def list_packages(self, namespace: str, skip: int, limit: int) -> list[dict[str, Any]]:
-        return [self._present(e) for e in self.store.list(namespace, PACKAGES, skip=skip, limit=limit)]
+    def list_packages(self, caller: str, namespace: str, skip: int, limit: int) -> list[dict[str, Any]]:
+        """Packages and bindings of the caller's namespace; of another namespace, its published
+        packages only (as OpenWhisk's public-packages view)."""
+        if namespace == caller:
+            return [self._package_summary(e) for e in self.store.list(namespace, PACKAGES, skip=skip, limit=limit)]
+        shared = self._shared_packages(namespace)
+        return [self._package_summary(e) for e in shared[skip:skip + limit if limit else None]]
 
-    def count_packages(self, namespace: str) -> int:
-        return self.store.count(namespace, PACKAGES)
+    def count_packages(self, caller: str, namespace: str) -> int:
+        if namespace == caller:
+            return self.store.count(namespace, PACKAGES)
+        return len(self._shared_packages(namespace))
 
-    def delete_package(self, namespace: str, name: str, force: bool = False) -> dict[str, Any]:
+    def _shared_packages(self, namespace: str) -> list[Entity]:
+        return [e for e in self.store.list(namespace, PACKAGES) if e.doc.get("publish") and not e.doc.get("binding")]
+
+    def delete_package(self, caller: str, namespace: str, name: str, force: bool = False) -> dict[str, Any]:
+        self.access.change(caller, EntityPath(namespace, name))
         entity = self.store.get(namespace, PACKAGES, name)
         if entity is None:
             raise not_found()
-        contents = self.store.list(namespace, ACTIONS, prefix=f"{name}/")
+        contents = [] if entity.doc.get("binding") else self.store.list(namespace, ACTIONS, prefix=f"{name}/")
         if contents and not force:
             entities = "entity" if len(contents) == 1 else "entities"
             raise ApiError(409, errors.PACKAGE_NOT_EMPTY.format(count=len(contents), entities=entities))
@@ -295,7 +414,7 @@ class Catalog:
             self.store.delete(namespace, ACTIONS, action.name, action.rev)
             self.platform.forget(f"{namespace}/{action.name}")
         self.store.delete(namespace, PACKAGES, name, entity.rev)
-        self._forget(EntityPath(namespace, "*", name))
+        self._forget()
         return self._present(entity)
 
     # -- presentation ------------------------------------------------------
@@ -306,15 +425,20 @@ class Catalog:
         return doc
 
     @staticmethod
-    def _summary(entity: Entity) -> dict[str, Any]:
+    def _brief(entity: Entity) -> dict[str, Any]:
+        """What OpenWhisk's list views show of every entity."""
         doc = entity.doc
-        return {
-            "namespace": doc["namespace"],
-            "name": doc["name"],
-            "version": doc["version"],
-            "publish": doc.get("publish", False),
-            "annotations": doc.get("annotations", []),
-            "limits": doc.get("limits", {}),
-            "exec": {"binary": doc["exec"].get("binary", False)},
-            "updated": entity.updated,
-        }
+        return {"namespace": doc["namespace"], "name": doc["name"], "version": doc["version"],
+                "publish": doc.get("publish", False), "annotations": doc.get("annotations", []),
+                "updated": entity.updated}
+
+    @classmethod
+    def _summary(cls, entity: Entity) -> dict[str, Any]:
+        """An action as OpenWhisk lists it: no code, no parameters."""
+        return {**cls._brief(entity), "limits": entity.doc.get("limits", {}),
+                "exec": {"binary": entity.doc["exec"].get("binary", False)}}
+
+    @classmethod
+    def _package_summary(cls, entity: Entity) -> dict[str, Any]:
+        """A package as OpenWhisk lists it: no parameters; ``binding`` false or the bound package."""
+        return {**cls._brief(entity), "binding": entity.doc.get("binding") or False}

@@ -10,6 +10,7 @@ UNAUTHENTICATED = "The supplied authentication is invalid."
 NOT_AUTHORIZED = "The supplied authentication is not authorized to access '{}'."
 NAME_ILLEGAL = "The name of the entity contains illegal characters."
 NAMESPACE_ILLEGAL = "The namespace contains illegal characters."
+NAME_TOO_LONG = "{field} longer than allowed: {size} > {allowed}."
 ACTIVATION_ID_ILLEGAL = "The activation id is not valid."
 TOO_MANY_REQUESTS = "Too many requests in the last minute (count: {count}, allowed: {allowed})."
 TOO_MANY_CONCURRENT = "Too many concurrent requests in flight (count: {count}, allowed: {allowed})."
@@ -25,9 +26,15 @@ SEQUENCE_TOO_LONG = "Too many actions in the sequence."
 SEQUENCE_NO_COMPONENT = "No component specified for the sequence."
 SEQUENCE_CYCLIC = "Sequence may not refer to itself."
 SEQUENCE_COMPONENT_NOT_FOUND = "Sequence component does not exist."
-PACKAGE_NOT_EMPTY = "Package not empty (contains {count} {entities})."
+PACKAGE_NOT_EMPTY = "Package not empty (contains {count} {entities}). Set force param or delete package contents."
 PACKAGE_DOES_NOT_EXIST = "Binding references a package that does not exist."
 BINDING_NOT_ALLOWED = "Operation not permitted on package binding."
+BINDING_TO_BINDING = "Cannot bind to another package binding."
+PACKAGE_CANNOT_BECOME_BINDING = "Resource is a package and cannot be converted into a binding."
+PACKAGE_NAME_RESERVED = "Package name '{name}' is reserved."
+BINDING_CIRCULAR = "Package binding '{name}' contains a circular reference."
+INVALID_RESULT = "The action did not produce a valid JSON or JSON Array response: {detail}"
+INVALID_HTTP_RESPONSE = "Response is not valid 'message/http'."
 RESPONSE_NOT_READY = "Response not yet ready."
 SYSTEM_UNAVAILABLE = "The service is temporarily unavailable: {detail}"
 INTERNAL = "There was an error processing your request."
@@ -55,3 +62,13 @@ def bad_request(message: str) -> ApiError:
 
 def conflict(message: str = CONFLICT) -> ApiError:
     return ApiError(409, message)
+
+
+def forbidden(resource: str) -> ApiError:
+    """403 naming the resource (``ns``, ``ns/name`` or ``ns/pkg/name``) as OpenWhisk does."""
+    return ApiError(403, NOT_AUTHORIZED.format(resource))
+
+
+def too_big(field: str, size: int, allowed: int) -> ApiError:
+    """413 with OpenWhisk's size message (``field`` as OpenWhisk names it: Request, exec, parameters...)."""
+    return ApiError(413, ENTITY_TOO_BIG.format(field=field, size=size, allowed=allowed))

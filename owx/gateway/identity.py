@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import re
 import secrets
 import threading
 import time
@@ -17,6 +18,11 @@ from owx.gateway.stores import Conflict, EntityStore
 SYSTEM_NAMESPACE = "_system"
 AUTH = "auth"
 CACHE_TTL_S = 5.0
+MAX_AUTH_HEADER = 1024
+# What a key's two halves may be (owx makes 36-character uuids and 64-character secrets); anything
+# else cannot name a stored key and is refused before the store is asked.
+_UUID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
+_KEY = re.compile(r"[ -~]{1,256}", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +57,14 @@ class Authenticator:
 
     def identify(self, authorization: str | None) -> Identity:
         """The identity behind an ``Authorization: Basic ...`` header, or 401."""
-        if not authorization or not authorization.startswith("Basic "):
+        if not authorization or not authorization.startswith("Basic ") or len(authorization) > MAX_AUTH_HEADER:
             raise unauthenticated()
         try:
             uuid, _, key = base64.b64decode(authorization[6:], validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             raise unauthenticated() from None
+        if not _UUID.fullmatch(uuid) or not _KEY.fullmatch(key):
+            raise unauthenticated()
         identity = self._lookup(uuid)
         if identity is None or not hmac.compare_digest(identity.key.encode(), key.encode()):
             raise unauthenticated()

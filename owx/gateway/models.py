@@ -6,9 +6,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from owx.gateway.errors import ApiError, too_big
+from owx.gateway.jsonvalues import encoded_size
+from owx.gateway.names import check_name, check_namespace
+from owx.gateway.stores import MAX_DOC_BYTES
+
 PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
 KINDS = (*PYTHON_KINDS, "blackbox", "sequence")
 MAX_SEQUENCE_LENGTH = 50
+MB = 1024 * 1024
+#: OpenWhisk's parameter-size-limit, for parameters and for annotations.
+PARAMETER_SIZE_LIMIT = 1 * MB
+#: The largest ``exec`` (code included) whose action document still fits a store's document
+#: limit next to the largest parameters and annotations (OpenWhisk allows 48 MB; owx's stores
+#: hold 16 MB documents).
+EXEC_SIZE_LIMIT = MAX_DOC_BYTES - 2 * PARAMETER_SIZE_LIMIT - 1 * MB
 
 
 class KeyValue(BaseModel):
@@ -48,33 +60,75 @@ class LimitsBody(BaseModel):
     concurrency: StrictInt | None = None
 
 
-class ActionBody(BaseModel):
-    """Body of ``PUT .../actions/[pkg/]name``."""
+def _check_size(field: str, value: Any, allowed: int) -> None:
+    if value is not None:
+        size = encoded_size(value.model_dump(exclude_none=True) if isinstance(value, BaseModel)
+                            else [item.model_dump() for item in value])
+        if size > allowed:
+            raise too_big(field, size, allowed)
+
+
+class EntityBody(BaseModel):
+    """What actions and packages both carry."""
 
     model_config = ConfigDict(extra="ignore")
-    exec: ExecBody | None = None
     parameters: list[KeyValue] | None = None
     annotations: list[KeyValue] | None = None
-    limits: LimitsBody | None = None
     version: StrictStr | None = None
     publish: StrictBool | None = None
 
+    def check_sizes(self) -> None:
+        """413 with OpenWhisk's message when a field is larger than its limit (sizes as stored JSON)."""
+        _check_size("parameters", self.parameters, PARAMETER_SIZE_LIMIT)
+        _check_size("annotations", self.annotations, PARAMETER_SIZE_LIMIT)
+
+
+class ActionBody(EntityBody):
+    """Body of ``PUT .../actions/[pkg/]name``."""
+
+    exec: ExecBody | None = None
+    limits: LimitsBody | None = None
+
+    def check_sizes(self) -> None:
+        _check_size("exec", self.exec, EXEC_SIZE_LIMIT)
+        super().check_sizes()
+
 
 class BindingBody(BaseModel):
+    """The package a binding refers to (``namespace`` ``_``: the caller's)."""
+
     model_config = ConfigDict(extra="ignore")
     namespace: StrictStr
     name: StrictStr
 
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, namespace: str) -> str:
+        return namespace if namespace == "_" else _entity_name(check_namespace, namespace)
 
-class PackageBody(BaseModel):
-    """Body of ``PUT .../packages/name``."""
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return _entity_name(check_name, name)
 
-    model_config = ConfigDict(extra="ignore")
-    parameters: list[KeyValue] | None = None
-    annotations: list[KeyValue] | None = None
-    version: StrictStr | None = None
-    publish: StrictBool | None = None
-    binding: BindingBody | dict | None = None
+
+def _entity_name(check: Any, name: str) -> str:
+    """``check(name)``, its 400 turned into a validation error so it reads as a malformed field."""
+    try:
+        return check(name)
+    except ApiError as exc:
+        raise ValueError(exc.message) from None
+
+
+class PackageBody(EntityBody):
+    """Body of ``PUT .../packages/name``; ``binding: {}`` means no binding, as in OpenWhisk."""
+
+    binding: BindingBody | None = None
+
+    @field_validator("binding", mode="before")
+    @classmethod
+    def _empty_binding(cls, binding: Any) -> Any:
+        return None if binding == {} else binding
 
 
 Method = Literal["get", "post", "put", "delete", "patch", "head", "options"]

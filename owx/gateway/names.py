@@ -5,27 +5,37 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from owx.gateway.errors import NAME_ILLEGAL, NAMESPACE_ILLEGAL, bad_request
+from owx.gateway.errors import NAME_ILLEGAL, NAME_TOO_LONG, NAMESPACE_ILLEGAL, bad_request
 
-# OpenWhisk: first char alphanumeric or underscore, then up to 255 of [\w@ .-], no trailing space.
-_NAME = re.compile(r"\A(?:\w|\w[\w@ .-]{0,254}[\w@.-])\Z")
+MAX_NAME_LENGTH = 256
+#: OpenWhisk's EntityName: an ASCII word character, then up to 255 of [A-Za-z0-9_@ .&-], no trailing
+#: space. ASCII only (Java's \w), so look-alikes such as a fullwidth "ｓ" are not names. (Written
+#: so that Python and JSON Schema read it alike.)
+NAME_PATTERN = r"[A-Za-z0-9_](?:[A-Za-z0-9_@ .&-]{0,%d}[A-Za-z0-9_@.&-])?" % (MAX_NAME_LENGTH - 2)
+_NAME = re.compile(NAME_PATTERN)
 DEFAULT_PACKAGE = "default"
 
 
 def valid_name(name: str) -> bool:
-    return bool(_NAME.match(name))
+    return _NAME.fullmatch(name) is not None
+
+
+def _check(name: str, illegal: str, field: str) -> str:
+    if valid_name(name):
+        return name
+    if len(name) > MAX_NAME_LENGTH:
+        raise bad_request(NAME_TOO_LONG.format(field=field, size=len(name), allowed=MAX_NAME_LENGTH))
+    raise bad_request(illegal)
 
 
 def check_name(name: str) -> str:
-    if not valid_name(name):
-        raise bad_request(NAME_ILLEGAL)
-    return name
+    """``name`` if it is an OpenWhisk entity name, else 400 with OpenWhisk's message."""
+    return _check(name, NAME_ILLEGAL, "Name segement")  # sic: OpenWhisk's spelling
 
 
 def check_namespace(namespace: str) -> str:
-    if not valid_name(namespace):
-        raise bad_request(NAMESPACE_ILLEGAL)
-    return namespace
+    """``namespace`` if it is an OpenWhisk namespace name, else 400 with OpenWhisk's message."""
+    return _check(namespace, NAMESPACE_ILLEGAL, "Namespace")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import pytest
 import requests
 
+from owx.gateway.admin.users import Users
 from owx.settings import Settings
 from owx.gateway.server import GatewayServer
 from owx.gateway.service import Gateway
@@ -27,8 +28,14 @@ class RunningGateway:
         session.auth = tuple(self.auth.split(":", 1))  # type: ignore[assignment]
         return session
 
-    def api(self, path: str) -> str:
-        return f"{self.url}/api/v1/namespaces/_/{path}"
+    def api(self, path: str, namespace: str = "_") -> str:
+        return f"{self.url}/api/v1/namespaces/{namespace}/{path}"
+
+    def tenant(self, subject: str) -> "RunningGateway":
+        """Another subject with a namespace of its own name, on the same gateway (as ``owx admin
+        user create SUBJECT`` makes one)."""
+        key = Users(self.service.entities).create(subject)
+        return RunningGateway(self.url, key.auth, key.namespace, self.service)
 
     def wait_record(self, http: requests.Session, activation_id: str, timeout: float = 60) -> dict[str, Any]:
         """The activation's record once it is stored."""

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+import tracemalloc
 
 from owx.common.cgroups import UNLIMITED
 from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
 from owx.platform.embedded.logs import MISSING_LOGS_MESSAGE, SENTINEL, LogCollector
+from owx.platform.loglines import cost
 from owx.platform.types import LOG_TRUNCATED_MESSAGE
 
 END = (SENTINEL + "\n").encode()
@@ -55,8 +57,38 @@ def test_collect_waits_for_sentinels_then_warns():
 
 
 def test_truncation_message_and_bounded_buffer():
-    logs = LogCollector(limit_bytes=10)
+    limit = 2 * cost("2026-01-01T00:00:00.000000Z stdout: 12345")  # two such lines fit
+    logs = LogCollector(limit_bytes=limit)
     logs.feed("stdout", b"12345\n67890\nabcdef\n" + b"x" * 1000 + b"\n" + END)
     logs.feed("stderr", END)
-    truncated = "stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=10)
+    truncated = "stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=limit)
     assert text(logs.collect(0.1)) == ["stdout: 12345", "stdout: 67890", truncated]
+
+
+def test_empty_lines_count_against_the_limit():
+    """Every line costs its record bytes: 3 million empty lines stop at the limit, in bounded memory."""
+    limit = 1024 * 1024
+    logs = LogCollector(limit_bytes=limit)
+    chunk = b"\n" * 65536
+    tracemalloc.start()
+    try:
+        for _ in range(3_000_000 // len(chunk) + 1):
+            logs.feed("stdout", chunk)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert held < 8 * limit  # capped while reading, not after
+    logs.feed("stdout", END)
+    logs.feed("stderr", END)
+    lines = logs.collect(0.1)
+    assert lines[-1].endswith(LOG_TRUNCATED_MESSAGE.format(limit=limit))
+    assert sum(cost(line) for line in lines[:-1]) <= limit
+    assert len(lines) - 1 == limit // cost(lines[0])  # as many empty lines as fit, no more
+
+
+def test_sentinel_split_across_chunks_after_truncation():
+    logs = LogCollector(limit_bytes=0)
+    logs.feed("stdout", b"dropped\n" + END[:10])
+    logs.feed("stdout", END[10:] + b"next activation\n")
+    logs.feed("stderr", END)
+    assert text(logs.collect(0.1)) == ["stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=0)]

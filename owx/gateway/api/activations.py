@@ -7,7 +7,7 @@ import re
 from flask import Blueprint, jsonify, request
 
 from owx.gateway import errors
-from owx.gateway.api.request_args import flag, gateway, integer, namespace, paging
+from owx.gateway.api.request_args import LONG_RANGE, flag, gateway, integer, namespace, paging
 from owx.gateway.errors import bad_request, not_found
 from owx.gateway.names import valid_name
 
@@ -27,7 +27,8 @@ def _name_filter() -> tuple[str | None, str | None]:
 
 
 def _epoch(name: str) -> int | None:
-    value = integer(name, "activations")
+    """``since``/``upto``: epoch milliseconds as a Java long, as OpenWhisk reads them (not negative)."""
+    value = integer(name, LONG_RANGE, lambda raw: errors.BAD_EPOCH.format(value=raw))
     if value is not None and value < 0:
         raise bad_request(errors.BAD_EPOCH.format(value=value))
     return value

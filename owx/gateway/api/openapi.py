@@ -1,7 +1,8 @@
-"""``/api/v1/api-docs``: the OpenAPI document of the routes this server serves.
+"""``/api/v1/api-docs``: the OpenAPI 3.1 document of the routes this server serves.
 
-Built from the registered routes (their docstrings are the summaries) and the
-pydantic request models, so it cannot drift from the code.
+Built from the registered routes (their docstrings are the summaries), the query parameters each
+route reads (`QUERY`) and the pydantic request models, so it follows the code. The tests validate
+it with openapi-spec-validator and drive the server from it with schemathesis.
 """
 
 from __future__ import annotations
@@ -10,44 +11,111 @@ import re
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify
+from pydantic import BaseModel
 
+from owx.gateway.api.request_args import INT_RANGE, LIST_MAX_LIMIT, LONG_RANGE
 from owx.gateway.models import ActionBody, PackageBody
+from owx.gateway.names import NAME_PATTERN
 
 blueprint = Blueprint("openapi", __name__)
-_PARAM = re.compile(r"<(?:[a-z]+:)?([a-z_]+)>")
-_BODIES = {("actions.put_action", "put"): ActionBody, ("packages.put_package", "put"): PackageBody}
-_ERROR = {"type": "object", "properties": {"error": {"type": "string"}, "code": {"type": "string"}}}
+_PARAM = re.compile(r"<(?:([a-z]+):)?([a-z_]+)>")
+_REF = "#/components/schemas/{model}"
+_FLAG = {"type": "boolean"}
+_EPOCH_MS = {"type": "integer", "minimum": 0, "maximum": LONG_RANGE[1]}
+_PAGING = {"limit": {"type": "integer", "minimum": 0, "maximum": LIST_MAX_LIMIT},
+           "skip": {"type": "integer", "minimum": 0, "maximum": INT_RANGE[1]}, "count": _FLAG}
+#: The query parameters each endpoint reads, with their schemas.
+QUERY: dict[str, dict[str, dict[str, Any]]] = {
+    "actions.list_actions": _PAGING,
+    "actions.get_action": {"code": _FLAG, **_PAGING},
+    "actions.put_action": {"overwrite": _FLAG},
+    "actions.invoke": {"blocking": _FLAG, "result": _FLAG},
+    "packages.list_packages": _PAGING,
+    "packages.put_package": {"overwrite": _FLAG},
+    "packages.delete_package": {"force": _FLAG},
+    "activations.list_activations": {"name": {"type": "string"}, "since": _EPOCH_MS, "upto": _EPOCH_MS,
+                                     "docs": _FLAG, **_PAGING},
+}
+#: Request bodies: a pydantic model, or any JSON object (an invocation's parameters).
+BODIES: dict[tuple[str, str], type[BaseModel] | None] = {
+    ("actions.put_action", "put"): ActionBody,
+    ("packages.put_package", "put"): PackageBody,
+    ("actions.invoke", "post"): None,
+}
+UNAUTHENTICATED = ("info.root", "info.api_info", "openapi.api_docs", "web.web_action")
+_ERROR = {
+    "type": "object",
+    "required": ["error", "code"],
+    "properties": {"error": {"type": "string"}, "code": {"type": "string"}},
+}
 
 
 def document() -> dict[str, Any]:
+    """The OpenAPI document of every route registered on the current app."""
+    schemas: dict[str, Any] = {"Error": _ERROR}
     paths: dict[str, dict[str, Any]] = {}
-    for rule in current_app.url_map.iter_rules():
-        if rule.endpoint == "static" or not rule.rule.startswith(("/api/v1", "/")):
-            continue
-        route = _PARAM.sub(r"{\1}", rule.rule)
-        view = current_app.view_functions[rule.endpoint]
-        summary = (view.__doc__ or rule.endpoint).strip().splitlines()[0]
-        params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-                  for n in _PARAM.findall(rule.rule)]
+    rules = [rule for rule in current_app.url_map.iter_rules() if rule.endpoint != "static"]
+    canonical = {(rule.endpoint, rule.rule) for rule in rules}
+    for rule in rules:
+        if rule.rule.endswith("/") and (rule.endpoint, rule.rule[:-1]) in canonical:
+            continue  # ``.../actions/`` is ``.../actions``: documented once
+        route = _PARAM.sub(r"{\2}", rule.rule)
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
-            operation: dict[str, Any] = {
-                "operationId": f"{rule.endpoint}.{method.lower()}",
-                "summary": summary,
-                "parameters": params,
-                "responses": {"200": {"description": "OK"},
-                              "default": {"description": "error", "content": {"application/json": {"schema": _ERROR}}}},
-            }
-            body = _BODIES.get((rule.endpoint, method.lower()))
-            if body:
-                operation["requestBody"] = {"content": {"application/json": {"schema": body.model_json_schema()}}}
-            paths.setdefault(route, {})[method.lower()] = operation
+            paths.setdefault(route, {})[method.lower()] = _operation(rule.endpoint, method.lower(), rule.rule, schemas)
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {"title": "owx (OpenWhisk REST API)", "version": "1.0.0"},
-        "components": {"securitySchemes": {"basic": {"type": "http", "scheme": "basic"}}},
+        "components": {"securitySchemes": {"basic": {"type": "http", "scheme": "basic"}}, "schemas": schemas},
         "security": [{"basic": []}],
         "paths": dict(sorted(paths.items())),
     }
+
+
+def _operation(endpoint: str, method: str, rule: str, schemas: dict[str, Any]) -> dict[str, Any]:
+    view = current_app.view_functions[endpoint]
+    summary = (view.__doc__ or endpoint).strip().splitlines()[0]
+    parameters = [{"name": name, "in": "path", "required": True, "schema": _path_schema(converter, name)}
+                  for converter, name in _PARAM.findall(rule)]
+    parameters += [{"name": name, "in": "query", "required": False, "schema": schema}
+                   for name, schema in QUERY.get(endpoint, {}).items()]
+    error = {"description": "OpenWhisk's error body", "content": {"application/json": {"schema": {"$ref": _REF.format(
+        model="Error")}}}}
+    operation: dict[str, Any] = {
+        "operationId": f"{endpoint}.{method}",
+        "summary": summary,
+        "parameters": parameters,
+        "responses": {"200": {"description": "OK"}, "default": error},
+    }
+    if endpoint == "actions.invoke":
+        operation["responses"]["202"] = {"description": "accepted: the activation id"}
+    if endpoint in UNAUTHENTICATED:
+        operation["security"] = []
+    if (endpoint, method) in BODIES:
+        model = BODIES[(endpoint, method)]
+        schema = _model_schema(model, schemas) if model else {"type": "object"}
+        operation["requestBody"] = {"required": model is not None,
+                                    "content": {"application/json": {"schema": schema}}}
+    return operation
+
+
+def _path_schema(converter: str, name: str) -> dict[str, Any]:
+    """Names as OpenWhisk's grammar has them (``path:name`` is ``[package/]name``); others any text."""
+    if name == "ns":
+        return {"type": "string", "pattern": f"^{NAME_PATTERN}$", "examples": ["_"]}
+    if name == "name":
+        package = f"(?:/{NAME_PATTERN})?" if converter == "path" else ""
+        return {"type": "string", "pattern": f"^{NAME_PATTERN}{package}$"}
+    if name == "activation_id":
+        return {"type": "string", "pattern": "^[0-9a-f]{32}$"}
+    return {"type": "string", "minLength": 1}
+
+
+def _model_schema(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
+    """A reference to ``model``, its schema and the ones it uses put under ``components/schemas``."""
+    schema = model.model_json_schema(ref_template=_REF)
+    schemas.update(schema.pop("$defs", {}))
+    schemas[model.__name__] = schema
+    return {"$ref": _REF.format(model=model.__name__)}
 
 
 @blueprint.get("/api/v1/api-docs")

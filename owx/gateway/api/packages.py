@@ -1,10 +1,10 @@
-"""``/api/v1/namespaces/{ns}/packages``: packages and bindings."""
+"""``/api/v1/namespaces/{ns}/packages``: packages and bindings (other namespaces' published ones too)."""
 
 from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import flag, gateway, model, namespace, paging
+from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, model, paging
 from owx.gateway.models import PackageBody
 from owx.gateway.names import check_name
 
@@ -14,29 +14,33 @@ blueprint = Blueprint("packages", __name__, url_prefix="/api/v1/namespaces/<ns>/
 @blueprint.get("")
 @blueprint.get("/")
 def list_packages(ns: str):
-    """Packages of the namespace (``count=true``: how many)."""
-    ns = namespace(ns)
-    catalog = gateway().catalog
+    """Packages and bindings of the namespace; of another namespace its published packages (``count=true``: how many)."""
+    ns = any_namespace(ns)
+    catalog, me = gateway().catalog, caller().namespace
     if flag("count"):
-        return jsonify(packages=catalog.count_packages(ns))
+        return jsonify(packages=catalog.count_packages(me, ns))
     skip, limit = paging("packages")
-    return jsonify(catalog.list_packages(ns, skip, limit))
+    return jsonify(catalog.list_packages(me, ns, skip, limit))
 
 
 @blueprint.get("/<name>")
 def get_package(ns: str, name: str):
-    """A package with the summaries of its actions."""
-    return jsonify(gateway().catalog.get_package(namespace(ns), check_name(name)))
+    """A package with its actions; a binding with the bound package's actions and merged parameters."""
+    ns = any_namespace(ns)
+    return jsonify(gateway().catalog.get_package(caller().namespace, ns, check_name(name)))
 
 
 @blueprint.put("/<name>")
 def put_package(ns: str, name: str):
     """Create a package or binding, or update it with ``overwrite=true``."""
+    ns = any_namespace(ns)
     body = model(PackageBody)
-    return jsonify(gateway().catalog.put_package(namespace(ns), check_name(name), body, overwrite=flag("overwrite")))
+    return jsonify(gateway().catalog.put_package(caller().namespace, ns, check_name(name), body,
+                                                 overwrite=flag("overwrite")))
 
 
 @blueprint.delete("/<name>")
 def delete_package(ns: str, name: str):
-    """Delete an empty package (``force=true`` deletes its actions too)."""
-    return jsonify(gateway().catalog.delete_package(namespace(ns), check_name(name), force=flag("force")))
+    """Delete a binding, or an empty package (``force=true`` deletes its actions too)."""
+    ns = any_namespace(ns)
+    return jsonify(gateway().catalog.delete_package(caller().namespace, ns, check_name(name), force=flag("force")))

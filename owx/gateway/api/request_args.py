@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,13 +10,18 @@ from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from owx.gateway import errors
-from owx.gateway.errors import ApiError, bad_request
+from owx.gateway.errors import bad_request, forbidden, too_big
 from owx.gateway.identity import Identity
+from owx.gateway.jsonvalues import InvalidJson, loads
+from owx.gateway.names import check_namespace
 from owx.gateway.service import Gateway
 
 Model = TypeVar("Model", bound=BaseModel)
 LIST_DEFAULT_LIMIT = 30
 LIST_MAX_LIMIT = 200
+INT_RANGE = (-(2**31), 2**31 - 1)  # Java's Int: skip and limit
+LONG_RANGE = (-(2**63), 2**63 - 1)  # Java's Long: since and upto (epoch ms)
+_INTEGER = re.compile(r"[+-]?[0-9]{1,20}", re.ASCII)
 
 
 def gateway() -> Gateway:
@@ -30,12 +35,18 @@ def caller() -> Identity:
     return g.identity
 
 
+def any_namespace(requested: str) -> str:
+    """The namespace in the path (``_``: the caller's), checked as a name; entitlement is the caller's job."""
+    identity = caller()
+    return identity.namespace if requested == "_" else check_namespace(requested)
+
+
 def namespace(requested: str) -> str:
     """The namespace in the path, ``_`` meaning the caller's; 403 for somebody else's."""
-    identity = caller()
-    if requested in ("_", identity.namespace):
-        return identity.namespace
-    raise ApiError(403, errors.NOT_AUTHORIZED.format(requested))
+    resolved = any_namespace(requested)
+    if resolved != caller().namespace:
+        raise forbidden(resolved)
+    return resolved
 
 
 def flag(name: str, default: bool = False) -> bool:
@@ -49,23 +60,28 @@ def flag(name: str, default: bool = False) -> bool:
     raise bad_request(f"The request content was malformed:\nparameter '{name}' must be true or false, got '{raw}'")
 
 
-def integer(name: str, collection: str, default: int | None = None) -> int | None:
+def integer(name: str, bounds: tuple[int, int], invalid: Callable[[str], str]) -> int | None:
+    """Query parameter ``name`` as an integer within ``bounds`` (ASCII digits, as Java parses
+    them); None when absent; 400 with the message ``invalid(raw)`` otherwise."""
     raw = request.args.get(name)
     if raw is None or raw == "":
-        return default
-    try:
+        return None
+    if _INTEGER.fullmatch(raw) and bounds[0] <= int(raw) <= bounds[1]:
         return int(raw)
-    except ValueError:
-        raise bad_request(errors.NOT_INTEGER.format(value=raw, collection=collection)) from None
+    raise bad_request(invalid(raw))
 
 
 def paging(collection: str) -> tuple[int, int]:
     """(skip, limit) of a list request, validated against OpenWhisk's bounds."""
-    skip = integer("skip", collection, 0) or 0
-    limit = integer("limit", collection, LIST_DEFAULT_LIMIT)
+    def not_integer(raw: str) -> str:
+        return errors.NOT_INTEGER.format(value=raw, collection=collection)
+
+    skip = integer("skip", INT_RANGE, not_integer) or 0
+    limit = integer("limit", INT_RANGE, not_integer)
+    limit = LIST_DEFAULT_LIMIT if limit is None else limit
     if skip < 0:
         raise bad_request(errors.SKIP_OUT_OF_RANGE.format(value=skip, collection=collection))
-    if limit is None or not 0 <= limit <= LIST_MAX_LIMIT:
+    if not 0 <= limit <= LIST_MAX_LIMIT:
         raise bad_request(errors.LIMIT_OUT_OF_RANGE.format(value=limit, max=LIST_MAX_LIMIT, collection=collection))
     return skip, limit or LIST_MAX_LIMIT
 
@@ -77,28 +93,35 @@ def listing(collection: str, count: Callable[[], int], page: Callable[[int, int]
     return jsonify(page(*paging(collection)))
 
 
-def json_object(optional: bool = True) -> dict[str, Any]:
-    """The body as a JSON object (``{}`` when empty and ``optional``); 400 when malformed."""
+def body_bytes(max_bytes: int | None = None) -> bytes:
+    """The request body; 413 with OpenWhisk's message when it is longer than ``max_bytes``
+    (counted as read, so a chunked body without Content-Length is held to it too)."""
     raw = request.get_data(cache=True)
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise too_big("Request", len(raw), max_bytes)
+    return raw
+
+
+def json_value(raw: bytes) -> Any:
+    """``raw`` parsed as JSON owx accepts (`owx.gateway.jsonvalues`); 400 with the reason otherwise."""
+    try:
+        return loads(raw)
+    except InvalidJson as exc:
+        raise bad_request(errors.MALFORMED.format(detail=exc)) from None
+
+
+def json_object(optional: bool = True, max_bytes: int | None = None) -> dict[str, Any]:
+    """The body as a JSON object (``{}`` when empty and ``optional``); 400 when malformed, 413 when
+    longer than ``max_bytes``."""
+    raw = body_bytes(max_bytes)
     if not raw.strip():
         if optional:
             return {}
         raise bad_request(errors.MALFORMED.format(detail="an empty body is not a JSON object"))
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad_request(errors.MALFORMED.format(detail=str(exc))) from None
+    body = json_value(raw)
     if not isinstance(body, dict):
         raise bad_request(errors.MALFORMED.format(detail="expected a JSON object"))
     return body
-
-
-def payload(max_bytes: int) -> dict[str, Any]:
-    """An invocation's parameters (the body, ``{}`` when empty); 413 over ``max_bytes``."""
-    size = request.content_length or 0
-    if size > max_bytes:
-        raise ApiError(413, errors.ENTITY_TOO_BIG.format(field="Request", size=size, allowed=max_bytes))
-    return json_object()
 
 
 def model(model_type: type[Model]) -> Model:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from owx.gateway.api.actions import ACTIVATION_HEADER
-from owx.gateway.api.request_args import caller, flag, gateway, listing, model, namespace, payload
+from owx.gateway.api.request_args import caller, flag, gateway, json_object, listing, model, namespace
 from owx.gateway.names import check_name
 from owx.gateway.reactive.models import TriggerBody
 
@@ -46,7 +46,7 @@ def fire(ns: str, name: str):
     """Fire: 202 ``{activationId}`` of the trigger's record, or 204 when no rule of it is active."""
     ns, name = namespace(ns), check_name(name)
     service = gateway()
-    params = payload(service.settings.gateway.max_payload_bytes)
+    params = json_object(max_bytes=service.settings.gateway.max_payload_bytes)
     activation_id = service.reactive.firer.fire(caller(), name, params, dict(request.headers))
     if activation_id is None:
         return "", 204

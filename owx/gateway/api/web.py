@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from flask import Blueprint, Response, request
 
 from owx.gateway import errors
 from owx.gateway.api.actions import ACTIVATION_HEADER
-from owx.gateway.api.request_args import gateway
+from owx.gateway.api.request_args import body_bytes, gateway, json_value
 from owx.gateway.catalog import annotation
 from owx.gateway.deferred import Deferred, accepted, defer, json_response
 from owx.gateway.errors import ApiError, bad_request, not_found
@@ -28,6 +29,8 @@ blueprint = Blueprint("web", __name__, url_prefix="/api/v1/web")
 EXTENSIONS = (".json", ".html", ".http", ".text")
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 PROPERTY_MISSING = "Response does not include requested property."
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", re.ASCII)  # an RFC 9110 token
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # one line of visible text (latin-1)
 
 
 def _split(rest: str) -> tuple[str, str, str]:
@@ -39,8 +42,8 @@ def _split(rest: str) -> tuple[str, str, str]:
     return head, ".http", f"/{extra}" if extra else ""
 
 
-def _parameters(raw_http: bool, extra_path: str) -> dict[str, Any]:
-    body = request.get_data(cache=True)
+def _parameters(raw_http: bool, extra_path: str, max_bytes: int) -> dict[str, Any]:
+    body = body_bytes(max_bytes)
     params: dict[str, Any] = {
         "__ow_method": request.method.lower(),
         "__ow_headers": {k.lower(): v for k, v in request.headers.items()},
@@ -52,10 +55,7 @@ def _parameters(raw_http: bool, extra_path: str) -> dict[str, Any]:
         return params
     params.update(request.args.to_dict())
     if request.mimetype == "application/json" and body.strip():
-        try:
-            parsed = json.loads(body)
-        except ValueError as exc:
-            raise bad_request(errors.MALFORMED.format(detail=str(exc))) from None
+        parsed = json_value(body)
         if isinstance(parsed, dict):
             params.update(parsed)
         else:
@@ -83,16 +83,14 @@ def web_action(ns: str, package: str, rest: str):
     path = EntityPath(ns, check_name(name), None if package == DEFAULT_PACKAGE else check_name(package))
     owner = service.auth.owner(ns)
     try:
-        resolved = service.catalog.resolve(path) if owner else None
+        resolved = service.catalog.resolve(path, ns) if owner else None
     except ApiError:
         resolved = None
     if resolved is None or not annotation(resolved.doc, "web-export"):
         raise not_found()
-    if service.settings.gateway.max_payload_bytes < (request.content_length or 0):
-        raise ApiError(413, errors.ENTITY_TOO_BIG.format(field="Request", size=request.content_length,
-                                                          allowed=service.settings.gateway.max_payload_bytes))
-    invocation = service.invoker.start(owner, resolved, _parameters(bool(annotation(resolved.doc, "raw-http")),
-                                                                    extra_path))
+    params = _parameters(bool(annotation(resolved.doc, "raw-http")), extra_path,
+                         service.settings.gateway.max_payload_bytes)
+    invocation = service.invoker.start(owner, resolved, params)
     headers = {ACTIVATION_HEADER: invocation.activation_id}
 
     def answer(done: Completion) -> Response:
@@ -119,13 +117,14 @@ def _respond(extension: str, result: Any) -> Response:
 
 
 def _http(result: Any) -> Response:
-    """``{statusCode, headers, body}`` -> response; a base64 body of a binary type is decoded."""
+    """``{statusCode, headers, body}`` -> response; a base64 body of a binary type is decoded. A result
+    that is not such an object (bad status code, header or type) is a 400, as in OpenWhisk."""
     if not isinstance(result, dict):
-        raise bad_request(PROPERTY_MISSING)
-    headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
+        raise bad_request(errors.INVALID_HTTP_RESPONSE)
+    headers = _headers(result.get("headers", {}))
     body = result.get("body")
-    status = int(result.get("statusCode") or (200 if body is not None else 204))
-    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
+    status = _status(result.get("statusCode"), 200 if body not in (None, "") else 204)
+    content_type = next((v for k, v in headers if k.lower() == "content-type"), None)
     if isinstance(body, (dict, list)):
         return Response(json.dumps(body), status=status, headers=headers, mimetype=content_type or "application/json")
     if body is None:
@@ -137,3 +136,32 @@ def _http(result: Any) -> Response:
         except ValueError:
             pass
     return Response(text, status=status, headers=headers, mimetype=None if content_type else "text/html")
+
+
+def _status(value: Any, default: int) -> int:
+    """A whole-number status code (or its decimal string) HTTP can carry."""
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and value.strip().isascii():
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
+        raise bad_request(errors.INVALID_HTTP_RESPONSE)
+    return value
+
+
+def _headers(value: Any) -> list[tuple[str, str]]:
+    """``{name: value | [values]}`` -> header pairs; names must be tokens and values single lines."""
+    if not isinstance(value, dict):
+        raise bad_request(errors.INVALID_HTTP_RESPONSE)
+    pairs = []
+    for name, item in value.items():
+        for single in item if isinstance(item, list) else [item]:
+            if isinstance(single, (dict, list)) or single is None or not _HEADER_NAME.fullmatch(name):
+                raise bad_request(errors.INVALID_HTTP_RESPONSE)
+            text = json.dumps(single) if isinstance(single, bool) else str(single)
+            if not _HEADER_VALUE.fullmatch(text):
+                raise bad_request(errors.INVALID_HTTP_RESPONSE)
+            pairs.append((name, text))
+    return pairs

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
-from owx.gateway.errors import bad_request
+from owx.gateway.errors import ApiError, bad_request
 from owx.gateway.identity import Identity
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
@@ -28,7 +28,7 @@ from owx.gateway.pipeline.records import ActionFacts
 from owx.gateway.pipeline.workers import FairWorkers
 from owx.gateway.stores import ActivationStore
 from owx.platform.interface import PlatformError
-from owx.platform.types import INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
+from owx.platform.types import APPLICATION_ERROR, INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
 from owx.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class Activation:
 
     @property
     def facts(self) -> ActionFacts:
-        return ActionFacts.of(self.action.doc, str(self.action.path))
+        return ActionFacts.of(self.action.doc, str(self.action.path), self.action.binding)
 
     def entry(self) -> dict[str, Any]:
         return self.facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
@@ -103,7 +103,7 @@ def action_spec(resolved: ResolvedAction) -> ActionSpec:
     doc, limits = resolved.doc, resolved.limits
     exec_doc = doc["exec"]
     return ActionSpec(
-        key=f"{resolved.path}@{resolved.rev}",
+        key=resolved.container_key,
         kind=exec_doc["kind"],
         code=exec_doc.get("code"),
         binary=bool(exec_doc.get("binary")),
@@ -236,7 +236,7 @@ class Invoker:
             activation_id=activation.id,
             transaction_id=activation.id,
             deadline_ms=now_ms + spec.timeout_ms,
-            api_key=activation.identity.auth if annotation(resolved.doc, "provide-api-key") else None,
+            api_key=activation.identity.auth if resolved.gets_api_key else None,
             api_host=self.api_host,
         )
         try:
@@ -255,9 +255,14 @@ class Invoker:
         they did together (OpenWhisk's)."""
         start_ms = records.now_ms()
         component_ids: list[str] = []
-        duration, value, last = 0, activation.args, None
+        duration, value, last, failure = 0, activation.args, None, None
         for reference in activation.action.doc["exec"]["components"]:
-            component = self.catalog.resolve(parse_fqn(reference, activation.identity.namespace))
+            try:
+                component = self.catalog.resolve(parse_fqn(reference, activation.identity.namespace),
+                                                 activation.identity.namespace)
+            except ApiError as exc:  # deleted or no longer shared since the sequence was resolved
+                failure = records.component_error(exc)
+                break
             child = Activation(records.new_id(), activation.identity, component, {**component.parameters, **value},
                                cause=activation.id)
             last = self.execute(child).record
@@ -266,7 +271,12 @@ class Invoker:
             if not last["response"]["success"]:
                 break
             value = last["response"]["result"]
-        status, result = (last["response"]["status"], last["response"]["result"]) if last else (SUCCESS, activation.args)
+        if failure is not None:
+            status, result = APPLICATION_ERROR, failure
+        elif last is not None:
+            status, result = last["response"]["status"], last["response"]["result"]
+        else:
+            status, result = SUCCESS, activation.args
         outcome = RunOutcome(status, result, component_ids, start_ms, records.now_ms(),
                              annotations=[{"key": "topmost", "value": activation.cause is None}])
         return records.build(activation.id, activation.identity.namespace, activation.facts, outcome,

@@ -12,6 +12,10 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from owx.gateway.errors import INVALID_RESULT, SEQUENCE_COMPONENT_NOT_FOUND, ApiError
+from owx.gateway import jsonvalues
+from owx.gateway.stores import MAX_DOC_BYTES
+from owx.platform import loglines
 from owx.platform.types import (
     APPLICATION_ERROR,
     DEVELOPER_ERROR,
@@ -25,6 +29,8 @@ TRUNCATED_RESPONSE = "The action produced a response that exceeded the allowed l
 GATEWAY_STOPPED = "whisk internal error: the gateway stopped before the activation finished; it is not retried."
 GATEWAY_DIED = ("whisk internal error: the gateway died (it restarted) before the activation finished; "
                 "it is not retried.")
+MB = 1024 * 1024
+RECORD_SLACK = 4096  # room for the truncation line that replaces cut logs
 
 
 def new_id() -> str:
@@ -46,11 +52,12 @@ class ActionFacts:
     version: str
     kind: str
     limits: dict[str, int]
+    binding: str | None = None  # the package binding (``ns/name``) it was reached through
 
     @classmethod
-    def of(cls, doc: dict[str, Any], path: str) -> "ActionFacts":
+    def of(cls, doc: dict[str, Any], path: str, binding: str | None = None) -> "ActionFacts":
         return cls(doc["namespace"], doc["name"], path, doc.get("version", "0.0.1"), doc["exec"]["kind"],
-                   doc["limits"])
+                   doc["limits"], binding)
 
     def entry(self, activation_id: str, subject: str, start_ms: int, cause: str | None) -> dict[str, Any]:
         """The journal entry of an accepted activation: enough to build its failed record later."""
@@ -59,13 +66,33 @@ class ActionFacts:
 
 
 def response(status: str, result: Any, max_bytes: int) -> dict[str, Any]:
-    """The ``response`` object; a result over ``max_bytes`` becomes a developer error."""
-    size = len(json.dumps(result, separators=(",", ":")))
+    """The ``response`` object. A result that is not storable JSON (NaN, a lone surrogate, nested
+    too deep) or is over ``max_bytes`` (as stored) becomes a developer error saying so."""
+    problem = jsonvalues.problem(result)
+    if problem:
+        status, result = DEVELOPER_ERROR, {"error": INVALID_RESULT.format(detail=problem)}
+    size = jsonvalues.encoded_size(result)
     if size > max_bytes:
         status, result = DEVELOPER_ERROR, {"error": TRUNCATED_RESPONSE.format(size=size, limit=max_bytes)}
-        size = len(json.dumps(result))
+        size = jsonvalues.encoded_size(result)
     return {"status": status, "statusCode": STATUS_CODES[status], "success": status == SUCCESS,
             "result": result, "size": size}
+
+
+def component_error(exc: ApiError) -> dict[str, Any]:
+    """The result of a sequence whose component cannot be invoked any more (deleted, or no longer
+    shared), as OpenWhisk's sequences report a missing component (with an application error)."""
+    return {"error": SEQUENCE_COMPONENT_NOT_FOUND if exc.status == 404 else exc.message}
+
+
+def stored_logs(lines: Any, limit_bytes: int) -> list[str]:
+    """The log lines as a record stores them: strings of valid Unicode within the action's log limit
+    (counted per line as the collector counts them), cut with OpenWhisk's truncation line."""
+    if not isinstance(lines, list):
+        lines = [] if lines is None else [lines]
+    text = [(line if isinstance(line, str) else json.dumps(line, default=repr)).encode("utf-8", "replace").decode()
+            for line in lines]
+    return loglines.within(text, limit_bytes)
 
 
 def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOutcome, max_result_bytes: int,
@@ -85,7 +112,9 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
         annotations.append({"key": "memoryPeak", "value": outcome.memory_peak_bytes})
     if cause:
         annotations.append({"key": "causedBy", "value": "sequence"})
-    annotations.extend(outcome.annotations)
+    if action.binding:
+        annotations.append({"key": "binding", "value": action.binding})
+    annotations.extend(a for a in outcome.annotations if jsonvalues.problem(a) is None)
     record = {
         "activationId": activation_id,
         "namespace": subject,
@@ -97,11 +126,21 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
         "end": outcome.end_ms,
         "duration": outcome.duration_ms if duration_ms is None else duration_ms,
         "response": response(outcome.status, outcome.result, max_result_bytes),
-        "logs": outcome.logs,
+        "logs": stored_logs(outcome.logs, action.limits["logs"] * MB),
         "annotations": annotations,
     }
     if cause:
         record["cause"] = cause
+    return _fitted(record)
+
+
+def _fitted(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its logs cut further if it would still be over the stores' document limit
+    (a result limit and log limit configured together above it)."""
+    overflow = jsonvalues.encoded_size(record) - MAX_DOC_BYTES
+    if overflow > 0:
+        kept = sum(loglines.cost(line) for line in record["logs"]) - overflow - RECORD_SLACK
+        record["logs"] = loglines.within(record["logs"], max(0, kept))
     return record
 
 

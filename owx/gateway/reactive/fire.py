@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from owx.gateway.catalog import Catalog, params_dict
-from owx.gateway.entitlement import require_use
 from owx.gateway.errors import ApiError, not_found
 from owx.gateway.identity import Identity
 from owx.gateway.pipeline import records
@@ -84,8 +83,8 @@ class TriggerFirer:
         if link.get("status") != ACTIVE:
             return _line(rule, action, NOT_STARTED, error=INACTIVE_RULE.format(rule=rule, action=action))
         try:
-            path = require_use(self.entities, identity, ref_path(link["action"]))
-            invocation = self.invoker.start(identity, self.catalog.resolve(path), args)
+            resolved = self.catalog.resolve(ref_path(link["action"]), identity.namespace)
+            invocation = self.invoker.start(identity, resolved, args)
         except ApiError as exc:
             return _line(rule, action, WHISK_ERROR if exc.status >= 500 else NOT_STARTED, error=exc.message)
         except Exception:  # noqa: BLE001 - a platform failure becomes the rule's line, as in OpenWhisk

@@ -11,7 +11,7 @@ from typing import Any
 
 from owx.gateway import errors
 from owx.gateway.catalog import _bump as next_version
-from owx.gateway.entitlement import require_use
+from owx.gateway.entitlement import Entitlement
 from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.identity import Identity
 from owx.gateway.names import EntityPath
@@ -73,7 +73,7 @@ class RuleCatalog:
             raise bad_request(errors.NAME_ILLEGAL)
         if trigger.namespace != identity.namespace:
             raise ApiError(403, errors.NOT_AUTHORIZED.format(f"{trigger.namespace}/{trigger.name}"))
-        require_use(self.store, identity, action)
+        Entitlement(self.store).use_action(identity.namespace, action)
         if self.triggers.entity(trigger.namespace, trigger.name) is None:
             raise bad_request(f"trigger {trigger.fqn} does not exist")
         if not self._action_exists(action):

@@ -1,46 +1,52 @@
 """Per-activation log collection from a container's stdout and stderr, as OpenWhisk does it.
 
 The runtime writes ``XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX`` on both streams after each
-activation.  Lines are timestamped when they arrive and grouped into segments that a
-sentinel closes; one activation takes the oldest closed segment of each stream, merged
-by arrival time.  Each segment keeps at most the activation's log limit; anything past
-it is dropped and the activation gets OpenWhisk's truncation message instead.
+activation.  Lines are stamped when they arrive and grouped into segments that a sentinel
+closes; one activation takes the oldest closed segment of each stream, merged by arrival time.
+
+Memory stays bounded whatever the action prints.  Each line counts its full cost against the
+activation's log limit (`owx.platform.loglines.cost`: an empty line is not free), a segment
+stops keeping lines once the limit is reached (the activation then gets OpenWhisk's truncation
+message), a line without a newline is cut at the limit, and segments waiting to be collected
+are bounded in number and bytes (an action printing sentinels of its own gains nothing).
 """
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
-from owx.platform.types import LOG_TRUNCATED_MESSAGE
+from owx.platform import loglines
 
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
+_SENTINEL_BYTES = SENTINEL.encode()
 STREAMS = ("stdout", "stderr")
 MISSING_LOGS_MESSAGE = "The action did not initialize or run as expected. Log data might be missing."
-
-
-def timestamp(epoch: float) -> str:
-    """OpenWhisk's log timestamp: ISO-8601 UTC with a ``Z``."""
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+MAX_PENDING_SEGMENTS = 1024  # closed, not yet collected segments per stream (one per activation in flight)
+MAX_PENDING_LIMITS = 4  # bytes they may hold together, in log limits
+_SENTINEL_LINE_MAX = len(SENTINEL) + 64  # longest partial line that may still turn out to be a sentinel
+_STAMP = len(loglines.timestamp(0))  # record lines start with a fixed-width, sortable timestamp
 
 
 @dataclass(slots=True)
 class _Segment:
-    lines: list[tuple[float, str, str]] = field(default_factory=list)  # (arrival, stream, text)
-    size: int = 0
+    lines: list[str] = field(default_factory=list)  # record lines, in arrival order
+    size: int = 0  # their cost
     truncated: bool = False
 
 
+@dataclass(slots=True)
 class _Stream:
     """Undecoded tail and segments of one stream."""
 
-    def __init__(self) -> None:
-        self.partial = b""
-        self.closed: deque[_Segment] = deque()
-        self.open = _Segment()
+    partial: bytearray = field(default_factory=bytearray)
+    discarding: bool = False  # the current line is past the limit: drop it up to its newline
+    closed: deque[_Segment] = field(default_factory=deque)
+    pending_bytes: int = 0  # cost held in ``closed``
+    open: _Segment = field(default_factory=_Segment)
 
 
 class LogCollector:
@@ -55,46 +61,80 @@ class LogCollector:
     # -- producer side (watcher thread) -------------------------------------
     def feed(self, stream: str, chunk: bytes) -> None:
         """Add raw output of ``stream``; ``b""`` marks the end of that stream."""
-        now = time.time()
+        prefix = loglines.line(time.time(), stream, "")
         with self._cond:
             state = self._streams[stream]
             if not chunk:
-                if state.partial:
-                    self._add_line(state, stream, state.partial, now)
-                    state.partial = b""
+                self._flush(state, prefix)
                 return
-            *complete, state.partial = (state.partial + chunk).split(b"\n")
-            for raw in complete:
-                self._add_line(state, stream, raw, now)
-            if len(state.partial) > self.limit_bytes:  # a huge line without newline: cut it now
-                self._add_line(state, stream, state.partial, now)
-                state.partial = b""
+            newline = chunk.rfind(b"\n")
+            if newline < 0:
+                self._extend(state, chunk, prefix)
+                return
+            if state.open.truncated and _SENTINEL_BYTES not in state.partial[-len(_SENTINEL_BYTES):] + chunk:
+                lines = []  # past the limit and no sentinel in sight: every line this completes is dropped
+            else:
+                first, *rest = chunk[:newline].split(b"\n")
+                lines = rest if state.discarding else [bytes(state.partial + first), *rest]
+            state.partial.clear()
+            state.discarding = False
+            self._add_lines(state, lines, prefix)
+            self._extend(state, chunk[newline + 1:], prefix)
             self._cond.notify_all()
 
     def end(self) -> None:
         """The container is gone: nothing more will arrive."""
         with self._cond:
             for name, state in self._streams.items():
-                if state.partial:
-                    self._add_line(state, name, state.partial, time.time())
-                    state.partial = b""
+                self._flush(state, loglines.line(time.time(), name, ""))
             self._ended = True
             self._cond.notify_all()
 
-    def _add_line(self, state: _Stream, stream: str, raw: bytes, when: float) -> None:
-        text = raw.decode("utf-8", errors="replace").rstrip("\r")
-        if text.strip() == SENTINEL:
-            state.closed.append(state.open)
-            state.open = _Segment()
+    def _flush(self, state: _Stream, prefix: str) -> None:
+        """The stream ended: its unfinished line, if any, is a line."""
+        if state.partial and not state.discarding:
+            self._add_lines(state, [bytes(state.partial)], prefix)
+        state.partial.clear()
+        state.discarding = False
+
+    def _extend(self, state: _Stream, piece: bytes, prefix: str) -> None:
+        """Add bytes of the unfinished line, cutting it when it cannot be kept whole."""
+        if state.discarding or not piece:
             return
-        segment = state.open
-        if segment.truncated:
+        state.partial += piece
+        truncated = state.open.truncated
+        if len(state.partial) > (_SENTINEL_LINE_MAX if truncated else max(self.limit_bytes, _SENTINEL_LINE_MAX)):
+            if not truncated:
+                self._add_lines(state, [bytes(state.partial)], prefix)  # cannot fit: the segment truncates
+            state.partial.clear()  # neither kept nor a sentinel: skip the rest of this line
+            state.discarding = True
+
+    def _add_lines(self, state: _Stream, lines: list[bytes], prefix: str) -> None:
+        """Complete lines (without their newlines), all arrived at the time in ``prefix``."""
+        for raw in lines:
+            if raw.strip() == _SENTINEL_BYTES:
+                self._close(state)
+                continue
+            segment = state.open
+            if segment.truncated:
+                continue
+            record_line = prefix + raw.decode("utf-8", errors="replace").rstrip("\r")
+            cost = loglines.cost(record_line)
+            if segment.size + cost > self.limit_bytes:
+                segment.truncated = True
+                continue
+            segment.size += cost
+            segment.lines.append(record_line)
+
+    def _close(self, state: _Stream) -> None:
+        segment, state.open = state.open, _Segment()
+        crowded = (len(state.closed) >= MAX_PENDING_SEGMENTS
+                   or state.pending_bytes + segment.size > MAX_PENDING_LIMITS * self.limit_bytes)
+        if crowded and state.closed:
+            state.closed[-1].truncated = True  # its lines are dropped, and the latest segment says so
             return
-        if segment.size + len(raw) > self.limit_bytes:
-            segment.truncated = True
-            return
-        segment.size += len(raw)
-        segment.lines.append((when, stream, text))
+        state.closed.append(segment)
+        state.pending_bytes += segment.size
 
     # -- consumer side -------------------------------------------------------
     def collect(self, wait_s: float, limit_bytes: int | None = None) -> list[str]:
@@ -112,36 +152,30 @@ class LogCollector:
                     break
                 self._cond.wait(remaining)
             complete = all(s.closed for s in self._streams.values())
-            segments = [s.closed.popleft() if s.closed else self._take_open(s) for s in self._streams.values()]
+            segments = [self._take(s) for s in self._streams.values()]
         return _format(segments, limit, complete)
 
     def discard_pending(self) -> None:
         """Forget buffered output (a stem cell's start-up chatter before its first action)."""
         with self._cond:
-            for state in self._streams.values():
-                state.closed.clear()
-                state.open = _Segment()
+            for name in STREAMS:
+                self._streams[name] = _Stream()
 
     @staticmethod
-    def _take_open(state: _Stream) -> _Segment:
+    def _take(state: _Stream) -> _Segment:
+        if state.closed:
+            segment = state.closed.popleft()
+            state.pending_bytes -= segment.size
+            return segment
         segment, state.open = state.open, _Segment()
         return segment
 
 
 def _format(segments: list[_Segment], limit: int, complete: bool) -> list[str]:
-    merged = sorted((line for seg in segments for line in seg.lines), key=lambda item: item[0])
-    out: list[str] = []
-    used = 0
-    truncated = any(seg.truncated for seg in segments)
-    for when, stream, text in merged:
-        used += len(text.encode())
-        if used > limit:
-            truncated = True
-            break
-        out.append(f"{timestamp(when)} {stream}: {text}")
-    now = timestamp(time.time())
-    if truncated:
-        out.append(f"{now} stderr: {LOG_TRUNCATED_MESSAGE.format(limit=limit)}")
-    elif not complete:
-        out.append(f"{now} stderr: {MISSING_LOGS_MESSAGE}")
+    merged = list(heapq.merge(*(seg.lines for seg in segments), key=lambda line: line[:_STAMP]))
+    out = loglines.within(merged, limit)
+    if len(out) == len(merged) and any(seg.truncated for seg in segments):
+        out.append(loglines.truncated(limit))
+    elif len(out) == len(merged) and not complete:
+        out.append(loglines.line(time.time(), "stderr", MISSING_LOGS_MESSAGE))
     return out

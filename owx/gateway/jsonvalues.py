@@ -1,0 +1,92 @@
+"""JSON values owx accepts, stores and forwards: finite numbers, valid Unicode, bounded nesting.
+
+Python's ``json`` reads ``NaN``, ``Infinity`` and ``1e400`` (as a float infinity), and lone
+surrogates (``"\\ud800"``), none of which a store can write back as JSON, and it recurses
+without a bound below the interpreter's. Everything that crosses the API, and every action
+result, passes through here first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_DEPTH = 100  # nesting of arrays and objects; real payloads stay far below
+
+
+class InvalidJson(ValueError):
+    """The text is not JSON owx accepts; the message says why."""
+
+
+def _constant(name: str) -> float:
+    raise InvalidJson(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidJson(f"the number {text[:40]} is out of range")
+    return value
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse ``raw`` strictly; `InvalidJson` with the reason otherwise."""
+    try:
+        value = json.loads(raw, parse_constant=_constant, parse_float=_finite)
+    except RecursionError:
+        raise InvalidJson(f"nested deeper than {MAX_DEPTH} levels") from None
+    except InvalidJson:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, int too long, bad UTF-8
+        raise InvalidJson(str(exc)) from None
+    problem_found = problem(value)
+    if problem_found:
+        raise InvalidJson(problem_found)
+    return value
+
+
+def problem(value: Any) -> str | None:
+    """Why ``value`` is not storable JSON (non-finite number, lone surrogate, too deep, not a
+    JSON type), or None. Iterative, so any depth is examined without recursion."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if not _valid_text(item):
+                return "a string holds a lone surrogate (not valid Unicode)"
+        elif isinstance(item, bool) or item is None or isinstance(item, int):
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{item} is not a JSON number"
+        elif isinstance(item, (list, tuple, dict)):
+            if depth > MAX_DEPTH:
+                return f"nested deeper than {MAX_DEPTH} levels"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return f"object key {key!r:.40} is not a string"
+                    if not _valid_text(key):
+                        return "an object key holds a lone surrogate (not valid Unicode)"
+                    pending.append((child, depth + 1))
+            else:
+                pending.extend((child, depth + 1) for child in item)
+        else:
+            return f"{type(item).__name__} is not a JSON type"
+    return None
+
+
+def encoded_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON (how the stores write it); ``value`` must be valid."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _valid_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

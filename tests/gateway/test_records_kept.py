@@ -1,0 +1,128 @@
+"""Every accepted activation keeps its record: results that are not storable JSON or too large, and logs
+past the limit, are cut with OpenWhisk's messages, never lost (blocking or not)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from owx.gateway.pipeline.records import MB
+from owx.platform.loglines import cost
+
+CODE = '''
+import sys
+
+END = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
+
+def main(args):
+    what = args["what"]
+    if what == "nan":
+        return {"x": float("nan")}
+    if what == "inf":
+        return {"x": float("inf")}
+    if what == "deep":
+        value = []
+        for _ in range(args.get("depth", 150)):
+            value = [value]
+        return {"x": value}
+    if what == "surrogate":
+        return {"x": "\\ud800"}
+    if what == "big":
+        return {"x": "y" * (2 * 1024 * 1024)}
+    if what == "empty-lines":
+        sys.stdout.write("\\n" * 3_000_000)
+        return {"done": True}
+    if what == "sentinels":
+        sys.stdout.write((END + "\\nline\\n") * 100_000)
+        return {"done": True}
+    return {"ok": True}
+'''
+
+
+def rss_peak_kib() -> int:
+    """This process's (the gateway's) peak resident memory since the last reset."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def reset_rss_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+@pytest.fixture(scope="module")
+def misbehaving(gateway):
+    http = gateway.session()
+    name = f"misbehave-{uuid.uuid4().hex[:6]}"
+    body = {"exec": {"kind": "python:3", "code": CODE}, "limits": {"logs": 1}}
+    assert http.put(gateway.api(f"actions/{name}"), json=body).status_code == 200
+    return http, name
+
+
+def run(gateway, http, name, blocking: bool, **params):
+    """The stored record of one activation (fetched back from the store either way)."""
+    answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": str(blocking).lower()}, json=params)
+    assert answer.status_code in (200, 202, 502), answer.text[:300]
+    return gateway.wait_record(http, answer.headers["x-openwhisk-activation-id"])
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+@pytest.mark.parametrize("what, detail", [
+    ("nan", "nan is not a JSON number"),
+    ("inf", "inf is not a JSON number"),
+    ("deep", "nested deeper than 100 levels"),
+])
+def test_results_that_are_not_storable_json_become_developer_errors(gateway, misbehaving, blocking, what, detail):
+    http, name = misbehaving
+    record = run(gateway, http, name, blocking, what=what)
+    assert record["response"]["status"] == "action developer error"
+    assert record["response"]["result"] == {
+        "error": f"The action did not produce a valid JSON or JSON Array response: {detail}"}
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+@pytest.mark.parametrize("what", ["surrogate", "deep-5000"])
+def test_results_the_runtime_cannot_send_are_recorded(gateway, misbehaving, blocking, what):
+    http, name = misbehaving
+    params = {"what": "deep", "depth": 5000} if what == "deep-5000" else {"what": what}
+    record = run(gateway, http, name, blocking, **params)
+    assert record["response"]["success"] is False and "error" in record["response"]["result"]
+
+
+def test_a_result_over_the_limit_is_replaced_by_openwhisks_message(gateway, misbehaving):
+    http, name = misbehaving
+    record = run(gateway, http, name, False, what="big")
+    error = record["response"]["result"]["error"]
+    assert error.startswith("The action produced a response that exceeded the allowed length: ")
+    assert error.endswith(f" > {1024 * 1024} bytes.") and record["response"]["status"] == "action developer error"
+
+
+def test_three_million_empty_log_lines_are_cut_at_the_log_limit(gateway, misbehaving):
+    """Each line costs its record bytes, so the 1 MB limit holds ~27,000 empty lines; the record is kept
+    and the gateway's memory grows by a bounded amount while collecting."""
+    http, name = misbehaving
+    run(gateway, http, name, True, what="ok")  # warm container: only the logs below are measured
+    reset_rss_peak()
+    before = rss_peak_kib()
+    record = run(gateway, http, name, False, what="empty-lines")
+    grown_mib = (rss_peak_kib() - before) / 1024
+    logs = record["logs"]
+    limit = 1 * MB
+    assert record["response"]["result"] == {"done": True}
+    assert logs[-1].endswith(f"stderr: Logs were truncated because the total bytes size exceeds the limit of {limit} bytes.")
+    assert sum(cost(line) for line in logs[:-1]) <= limit
+    assert len(logs) - 1 == limit // cost(logs[0])
+    assert grown_mib < 64, f"gateway peak memory grew by {grown_mib:.0f} MiB"
+
+
+def test_an_action_printing_sentinels_gains_nothing(gateway, misbehaving):
+    """100,000 forged activation ends: the record is kept and later activations get their own logs."""
+    http, name = misbehaving
+    record = run(gateway, http, name, True, what="sentinels")
+    assert record["response"]["result"] == {"done": True}
+    assert sum(cost(line) for line in record["logs"]) <= 1 * MB + 200
+    after = run(gateway, http, name, True, what="ok")
+    assert after["response"]["result"] == {"ok": True}
