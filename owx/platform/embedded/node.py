@@ -13,12 +13,12 @@ from owx.platform.types import NodeInfo
 
 
 class Node:
-    """A named container pool whose containers live under ``<cgroup_root>/<name>``."""
+    """A named container pool whose containers live under ``cgroup_parent`` (``<cgroup_root>/<name>``)."""
 
-    def __init__(self, name: str, backend_for: Callable[[str], Backend], ledger: MemoryLedger,
+    def __init__(self, name: str, cgroup_parent: str, backend_for: Callable[[str], Backend], ledger: MemoryLedger,
                  settings: PlatformSettings, backend_name: str) -> None:
         self.name = name
-        self.cgroup_parent = f"{settings.cgroup_root.strip('/')}/{name}"
+        self.cgroup_parent = cgroup_parent
         self.backend_name = backend_name
         Cgroup(self.cgroup_parent).create()
         self.pool = ContainerPool(name, backend_for, self.cgroup_parent, ledger, settings)

@@ -1,13 +1,11 @@
 """The local backend's end of a runtime zygote (:mod:`owx.runtimes.zygote`).
 
-One zygote per backend; :meth:`Zygote.spawn` returns the pid of a forked runtime, and
-:meth:`Zygote.exit_code` its exit status once the zygote has reaped it.
+One zygote per backend; :meth:`Zygote.spawn` returns the pid of a forked container's first
+process, and :meth:`Zygote.exit_code` its exit status once the zygote has reaped it.
 """
 
 from __future__ import annotations
 
-import array
-import json
 import logging
 import queue
 import socket
@@ -15,13 +13,15 @@ import subprocess
 import threading
 from typing import Any
 
+from owx.runtimes import fd_messages
+
 log = logging.getLogger(__name__)
 
 SPAWN_TIMEOUT_S = 10.0
 
 
 class ZygoteError(RuntimeError):
-    """The zygote could not fork a runtime (the caller starts one the usual way)."""
+    """The zygote could not fork a container (the caller starts one the usual way)."""
 
 
 class Zygote:
@@ -44,15 +44,13 @@ class Zygote:
         self._request = threading.Lock()
         threading.Thread(target=self._read, name="owx-zygote-reader", daemon=True).start()
 
-    def spawn(self, procs: list[str], cwd: str, env: dict[str, str], ids: tuple[int, int] | None,
-              fds: list[int]) -> int:
-        """Fork a runtime into the cgroups whose ``cgroup.procs`` files are ``procs``; its pid."""
-        message = json.dumps({"procs": procs, "cwd": cwd, "env": env, "ids": ids}).encode()
+    def spawn(self, plan: dict[str, Any], fds: list[int]) -> int:
+        """Fork a container from ``plan`` (a ``ContainerPlan``'s fields) with ``fds``; its pid."""
         with self._request:
             if not self.alive:
                 raise ZygoteError("the zygote is not running")
             try:
-                self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                fd_messages.send(self.sock, {"plan": plan}, fds)
                 reply = self._replies.get(timeout=SPAWN_TIMEOUT_S)
             except (OSError, queue.Empty) as exc:
                 raise ZygoteError(f"no answer from the zygote: {exc}") from exc
@@ -61,7 +59,7 @@ class Zygote:
         return int(reply["pid"])
 
     def exit_code(self, pid: int, timeout: float) -> int | None:
-        """The exit status of runtime ``pid`` (waiting up to ``timeout`` for the zygote's notice)."""
+        """The exit status of container ``pid`` (waiting up to ``timeout`` for the zygote's notice)."""
         with self._cond:
             self._cond.wait_for(lambda: pid in self._exits or not self.alive, timeout)
             return self._exits.pop(pid, None)
@@ -80,8 +78,8 @@ class Zygote:
 
     def _read(self) -> None:
         try:
-            while data := self.sock.recv(65536):
-                message = json.loads(data)
+            while (received := fd_messages.receive(self.sock)) is not None:
+                message, _ = received
                 if "exited" in message:
                     with self._cond:
                         self._exits[int(message["exited"])] = int(message["code"])
