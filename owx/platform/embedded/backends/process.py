@@ -21,8 +21,9 @@ import secrets
 import signal
 import socket
 import subprocess
+import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 from owx.common.cgroups import CgroupError
@@ -59,8 +60,26 @@ class ProcessBackend(Backend):
         self.identities = identities
         self.layout = SandboxLayout.build(list(self.launch.paths), instance.state_dir, identities.directories,
                                           settings.sandbox)
-        self.zygote = Zygote(self.launch.python, runtime_env(self.launch.pythonpath),
-                             settings.zygote_preload) if settings.zygote else None
+        self._make_zygote = partial(Zygote, self.launch.python, runtime_env(self.launch.pythonpath),
+                                    settings.zygote_preload)
+        self.zygote = self._make_zygote() if settings.zygote else None
+        self._replacing = threading.Lock()
+
+    def live_zygote(self) -> Zygote | None:
+        """The zygote if it runs; a dead one is replaced in the background (meanwhile: the exec path)."""
+        zygote = self.zygote
+        if zygote is None or zygote.alive:
+            return zygote
+        if self._replacing.acquire(blocking=False):
+            threading.Thread(target=self._replace, args=(zygote,), name="owx-zygote-replace", daemon=True).start()
+        return None
+
+    def _replace(self, dead: Zygote) -> None:
+        try:
+            dead.close()
+            self.zygote = self._make_zygote()
+        finally:
+            self._replacing.release()
 
     def create(self, request: ContainerRequest) -> Container:
         if request.kind not in PYTHON_KINDS:
@@ -104,7 +123,7 @@ class ProcessContainer(Container):
             listener.listen(128)
             plan = backend.layout.plan(self.id, self.cgroup, self.uid, runtime_env(backend.launch.pythonpath))
             fds = [listener.fileno(), out_w, err_w, theirs.fileno()]
-            pid = self._fork(backend.zygote, plan, fds)
+            pid = self._fork(backend.live_zygote(), plan, fds)
             if pid is None:
                 self._process = subprocess.Popen(
                     backend.launch.once_command(plan, fds), pass_fds=fds, stdin=subprocess.DEVNULL,
