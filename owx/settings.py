@@ -7,7 +7,6 @@ the parts, e.g. ``OWX_GATEWAY__PORT=3234``, ``OWX_LIMITS__MEMORY_MB__MAX=4096``,
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from pydantic import Field, model_validator
@@ -42,17 +41,6 @@ class Settings(BaseSettings):
     def _upstream_named(self) -> "Settings":
         if self.platform.kind == "openwhisk" and not (self.upstream.url and self.upstream.auth):
             raise ValueError("platform openwhisk needs upstream.url and upstream.auth (--upstream URL --upstream-auth UUID:KEY)")
-        return self
-
-    @model_validator(mode="after")
-    def _instance_paths(self) -> "Settings":
-        """This instance's own cgroup root and state dir, derived from its data dir unless configured."""
-        data_dir = self.data_dir.expanduser().absolute()
-        tag = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
-        self.platform = self.platform.model_copy(update={
-            "cgroup_root": self.platform.cgroup_root or f"owx-{tag}",
-            "state_dir": self.platform.state_dir or data_dir / "platform",
-        })
         return self
 
     @property

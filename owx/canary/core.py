@@ -141,6 +141,7 @@ class CanaryCore:
             for h, node in placed.items():
                 self.memory.hold(h, node, spec.memory_mb * MB, force=True)
         namespace = resolved.path.namespace
+        self.store.prepare(namespace)  # before its replicas start: they mount the namespace's directory
         now = now_ms()
         with self._lock:
             job_id = self._jobs.pop(function_ids[0], function_ids[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 from typing import Literal
@@ -59,6 +60,14 @@ class PlatformSettings(BaseModel):
     )
     pids_max: int = Field(1024, ge=16, description="pids limit of each container")
     sentinel_wait_s: float = Field(2.0, gt=0, description="how long to wait for log sentinels after a run")
+
+
+def for_instance(settings: PlatformSettings, data_dir: Path) -> PlatformSettings:
+    """``settings`` with the instance's own cgroup root and state dir, derived from its data dir unless configured."""
+    data_dir = data_dir.expanduser().absolute()
+    tag = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
+    return settings.model_copy(update={"cgroup_root": settings.cgroup_root or f"owx-{tag}",
+                                       "state_dir": settings.state_dir or data_dir / "platform"})
 
 
 class UpstreamSettings(BaseModel):
