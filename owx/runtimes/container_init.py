@@ -21,6 +21,7 @@ import sys
 import traceback
 
 from owx.runtimes import fd_messages
+from owx.runtimes.child_exits import ChildExits, forget_in_child
 from owx.runtimes.confine import ContainerPlan, Tenant, attach_directory, become, enter
 
 KILLED = 128 + signal.SIGKILL
@@ -58,7 +59,7 @@ def run(plan: ContainerPlan, listener: int, out: int, err: int, control: int) ->
 
 def _runtime(plan: ContainerPlan, tenant: Tenant, listener: int) -> int:
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        forget_in_child()
         become(plan, tenant)
         os.chdir(WORKDIR)
         if "numpy" in sys.modules:  # numpy's global generator is not reseeded at fork, unlike ``random``
@@ -72,41 +73,15 @@ def _runtime(plan: ContainerPlan, tenant: Tenant, listener: int) -> int:
 
 
 def _supervise(runtime: int, channel: socket.socket) -> int:
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
+    exits = ChildExits()
     selector = selectors.DefaultSelector()
-    selector.register(wake_r, selectors.EVENT_READ, "child")
+    selector.register(exits.fd, selectors.EVENT_READ, "child")
     selector.register(channel, selectors.EVENT_READ, "control")
     while True:
-        code = _reap(runtime)
-        if code is not None:
-            return code
+        for pid, code in exits.ended():  # orphans of the action are reaped here too
+            if pid == runtime:
+                return code
         for key, _ in selector.select():
-            if key.data == "child":
-                _drain(wake_r)
-            elif not channel.recv(1):  # the platform let go of the container
+            if key.data == "control" and not channel.recv(1):  # the platform let go of the container
                 os.kill(-1, signal.SIGKILL)  # from pid 1: every other process of the namespace
                 return KILLED
-
-
-def _reap(runtime: int) -> int | None:
-    """Reap every ended child; the runtime's status once it is among them."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return KILLED
-        if pid == 0:
-            return None
-        if pid == runtime:
-            code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass

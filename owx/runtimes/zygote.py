@@ -23,13 +23,13 @@ import importlib
 import json
 import os
 import selectors
-import signal
 import socket
 import sys
 import traceback
 from typing import Any
 
 from owx.runtimes import container_init, fd_messages, kernel
+from owx.runtimes.child_exits import ChildExits, exit_status, forget_in_child
 from owx.runtimes.confine import ContainerPlan
 
 FDS = 4
@@ -54,8 +54,7 @@ def spawn(plan: ContainerPlan, fds: list[int], private: list[int] = ()) -> int: 
         return pid
     code = 1
     try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        forget_in_child()
         for fd in private:
             os.close(fd)
         code = container_init.run(plan, *fds)
@@ -74,18 +73,15 @@ def serve(sock: socket.socket, preload: list[str]) -> None:
             print(f"owx zygote: not preloaded {name}: {exc}", file=sys.stderr, flush=True)
     import owx.runtimes.python_action  # noqa: F401  the runtime itself
 
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
+    exits = ChildExits()
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, "request")
-    selector.register(wake_r, selectors.EVENT_READ, "child")
-    private = [sock.fileno(), wake_r, wake_w, selector.fileno()]
+    selector.register(exits.fd, selectors.EVENT_READ, "child")
+    private = [sock.fileno(), *exits.fds, selector.fileno()]
     while True:
         for key, _ in selector.select():
             if key.data == "child":
-                _drain(wake_r)
-                _reap(sock)
+                _report(sock, exits)
                 continue
             try:
                 message = fd_messages.receive(sock)
@@ -104,26 +100,12 @@ def serve(sock: socket.socket, preload: list[str]) -> None:
             fd_messages.send(sock, reply)
 
 
-def _reap(sock: socket.socket) -> None:
-    while True:
+def _report(sock: socket.socket, exits: ChildExits) -> None:
+    for pid, code in exits.ended():
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        try:
-            fd_messages.send(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+            fd_messages.send(sock, {"exited": pid, "code": code})
         except OSError:
             return
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass
 
 
 def once(plan: ContainerPlan, fds: list[int]) -> int:
@@ -131,9 +113,7 @@ def once(plan: ContainerPlan, fds: list[int]) -> int:
     pid = spawn(plan, fds)
     for fd in fds:
         os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
+    return exit_status(os.waitpid(pid, 0)[1])
 
 
 def main(argv: list[str] | None = None) -> int:
