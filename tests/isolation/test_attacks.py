@@ -17,7 +17,7 @@ import threading
 import zipfile
 from pathlib import Path
 
-from conftest import PIDS_MAX, SMALL_TMP_MB, host_pids_with, wait_until
+from isolation_support import PIDS_MAX, SMALL_TMP_MB, host_pids_with, wait_until
 
 from owx.common.cgroups import Cgroup
 

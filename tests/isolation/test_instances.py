@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import host_pids_with, start_instance, wait_until
+from isolation_support import host_pids_with, start_instance, wait_until
 
 from owx.common.cgroups import Cgroup
 from owx.platform.settings import PlatformSettings, for_instance

@@ -63,12 +63,7 @@ class Instance:
         return removed
 
     def close(self) -> None:
-        root = Cgroup(self.cgroup_root)
-        if root.exists() and not root.children():
-            try:
-                root.destroy()
-            except CgroupError:
-                pass
+        Cgroup(self.cgroup_root).remove_if_empty()
         shutil.rmtree(self.sockets, ignore_errors=True)
         os.close(self._lock)
         if self.temporary:

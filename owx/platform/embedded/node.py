@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from owx.common.cgroups import Cgroup, CgroupError
+from owx.common.cgroups import Cgroup
 from owx.platform.embedded.container import Backend
 from owx.platform.embedded.pool import ContainerPool
 from owx.platform.ledger import MemoryLedger
@@ -44,9 +44,4 @@ class Node:
 
     def close(self) -> None:
         self.pool.close()
-        parent = Cgroup(self.cgroup_parent)
-        if parent.exists() and not parent.children():
-            try:
-                parent.destroy()
-            except CgroupError:
-                pass
+        Cgroup(self.cgroup_parent).remove_if_empty()
