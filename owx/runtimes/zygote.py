@@ -7,8 +7,9 @@ start then costs a fork instead of an interpreter start plus imports.
 
 Protocol on a SOCK_SEQPACKET socket (:mod:`owx.runtimes.fd_messages`):
 
-- request ``{"plan": ContainerPlan fields}`` with four descriptors attached (listener, stdout,
-  stderr, the container's control socket); reply ``{"pid": n}`` or ``{"error": str}``;
+- request ``{"id": n, "plan": ContainerPlan fields}`` with four descriptors attached (listener,
+  stdout, stderr, the container's control socket); reply ``{"id": n, "pid": n}`` or
+  ``{"id": n, "error": str}``;
 - notice ``{"exited": pid, "code": n}`` when a child ends (the zygote is its parent).
 
 ``python -m owx.runtimes.zygote --once PLAN_JSON FD FD FD FD`` is the same start without a zygote
@@ -90,10 +91,11 @@ def serve(sock: socket.socket, preload: list[str]) -> None:
             if message is None:
                 return
             request, fds = message
+            reply: dict[str, Any] = {"id": request.get("id")}
             try:
-                reply: dict[str, Any] = {"pid": spawn(ContainerPlan(**request["plan"]), fds, private)}
+                reply["pid"] = spawn(ContainerPlan(**request["plan"]), fds, private)
             except Exception as exc:  # noqa: BLE001 - reported to the gateway, which falls back to exec
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
+                reply["error"] = f"{type(exc).__name__}: {exc}"
             finally:
                 for fd in fds:
                     os.close(fd)

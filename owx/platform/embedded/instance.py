@@ -27,6 +27,7 @@ from owx.platform.settings import PlatformSettings
 log = logging.getLogger(__name__)
 
 SOCKETS = "sockets"
+MAX_SOCKET_DIR = 85  # + "/owx-<12 hex>.sock" stays within sun_path's 108 bytes
 
 
 class Instance:
@@ -45,6 +46,10 @@ class Instance:
             raise PlatformUnavailable(f"another owx instance is running on {self.state_dir}") from None
         self.cgroup_root = (settings.cgroup_root or f"owx-{secrets.token_hex(4)}").strip("/")
         self.sockets = self.state_dir / SOCKETS
+        if len(str(self.sockets)) > MAX_SOCKET_DIR:
+            os.close(self._lock)
+            raise PlatformUnavailable(f"{self.sockets} is too long for Unix socket paths: set a shorter data dir "
+                                      "or OWX_PLATFORM__STATE_DIR")
         if not self.temporary:
             self.reap()
         self.sockets.mkdir(mode=0o700, exist_ok=True)

@@ -183,7 +183,10 @@ class ProcessContainer(Container):
 
     def _signal_kill(self) -> None:
         if self._control is not None:
-            self._control.shutdown(socket.SHUT_RDWR)  # pid 1 kills its namespace and ends
+            try:
+                self._control.shutdown(socket.SHUT_RDWR)  # pid 1 kills its namespace and ends
+            except OSError:
+                pass
         self.cgroup.kill_all()
         try:
             if self._process is not None and self._process.poll() is None:

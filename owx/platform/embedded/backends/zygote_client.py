@@ -6,11 +6,13 @@ process, and :meth:`Zygote.exit_code` its exit status once the zygote has reaped
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import socket
 import subprocess
 import threading
+import time
 from typing import Any
 
 from owx.runtimes import fd_messages
@@ -42,6 +44,7 @@ class Zygote:
         self._exits: dict[int, int] = {}
         self._cond = threading.Condition()
         self._request = threading.Lock()
+        self._ids = itertools.count(1)
         threading.Thread(target=self._read, name="owx-zygote-reader", daemon=True).start()
 
     def spawn(self, plan: dict[str, Any], fds: list[int]) -> int:
@@ -49,11 +52,15 @@ class Zygote:
         with self._request:
             if not self.alive:
                 raise ZygoteError("the zygote is not running")
+            number = next(self._ids)
+            deadline = time.monotonic() + SPAWN_TIMEOUT_S
             try:
-                fd_messages.send(self.sock, {"plan": plan}, fds)
-                reply = self._replies.get(timeout=SPAWN_TIMEOUT_S)
+                fd_messages.send(self.sock, {"id": number, "plan": plan}, fds)
+                while (reply := self._replies.get(timeout=max(0.0, deadline - time.monotonic()))).get("id", number) \
+                        != number:
+                    pass  # the late answer to a request that timed out: that container ends by itself
             except (OSError, queue.Empty) as exc:
-                raise ZygoteError(f"no answer from the zygote: {exc}") from exc
+                raise ZygoteError(f"no answer from the zygote within {SPAWN_TIMEOUT_S:.0f} s") from exc
         if "pid" not in reply:
             raise ZygoteError(reply.get("error", "the zygote refused"))
         return int(reply["pid"])
