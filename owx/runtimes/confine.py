@@ -9,7 +9,7 @@ container's disk quota (its pages are charged to the container's memory cgroup).
 of the host is in the view: not the data dir, not the other containers' sockets.
 
 :func:`attach_directory` adds the tenant's namespace directory later (a stem cell learns its
-tenant only when it is claimed); :func:`become` turns the runtime process into the tenant:
+tenant only when it is claimed); :func:`become` turns the process into the tenant:
 its own uid, the namespace's gid, no capabilities, no new privileges, a syscall filter.
 Standard library only: this runs in processes forked by the zygote.
 """

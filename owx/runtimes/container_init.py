@@ -1,27 +1,26 @@
-"""pid 1 of a local container: build the sandbox, learn the tenant, start the runtime, mirror its end.
+"""The first process of a local container: build the sandbox, learn the tenant, become its runtime.
 
-The process is forked by the zygote (or by a one-shot zygote on the exec path) as the first
-process of a new pid namespace, as root. It enters the sandbox (:func:`confine.enter`), then
-waits on its control socket for the tenant (a stem cell waits until it is claimed): the
-namespace's gid and, optionally, the namespace's directory as a detached mount. It mounts
-that, forks the runtime, which drops to the tenant before it accepts its first request, and
-then only reaps: orphans of the action are its children too. When the runtime ends it exits
-with the runtime's status (128 + signal for a signal), and the kernel kills whatever else the
-action left in the namespace. When the control socket closes (the platform destroyed the
-container, or the gateway died) it kills everything at once: no daemon outlives its container.
+The process is forked by the zygote (or by a one-shot zygote on the exec path) as pid 1 of a
+new pid namespace, as root. It enters the sandbox (:func:`confine.enter`), then waits on its
+control socket for the tenant (a stem cell waits until it is claimed): the namespace's gid and,
+optionally, the namespace's directory as a detached mount. It mounts that, drops to the tenant
+for good (:func:`confine.become`) and serves the runtime on the listening socket it inherited:
+it is never root while it parses a request or runs an action. The zygote reaps it, so its exit
+status is the runtime's own; when it ends, the kernel kills whatever else the action left in its
+pid namespace. When the control socket closes (the platform destroyed the container, or the
+gateway died) it ends at once: no daemon outlives its container. Like OpenWhisk's runtimes,
+which are pid 1 of their Docker containers, it does not reap the action's orphans.
 """
 
 from __future__ import annotations
 
 import os
-import selectors
 import signal
 import socket
 import sys
-import traceback
+import threading
 
 from owx.runtimes import fd_messages
-from owx.runtimes.child_exits import ChildExits, forget_in_child
 from owx.runtimes.confine import ContainerPlan, Tenant, attach_directory, become, enter
 
 KILLED = 128 + signal.SIGKILL
@@ -29,7 +28,7 @@ WORKDIR = "/tmp"
 
 
 def run(plan: ContainerPlan, listener: int, out: int, err: int, control: int) -> int:
-    """Serve as the container's pid 1; the exit status to end with."""
+    """Be the container until it ends; its exit status."""
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     for source, target in ((null, 0), (out, 1), (err, 2)):
@@ -49,39 +48,25 @@ def run(plan: ContainerPlan, listener: int, out: int, err: int, control: int) ->
         attach_directory(fds[0], tenant.directory, plan.mount_points)
     for fd in fds:
         os.close(fd)
-    pid = os.fork()
-    if pid == 0:
-        channel.close()
-        os._exit(_runtime(plan, tenant, listener))
-    os.close(listener)
-    return _supervise(pid, channel)
+    become(plan, tenant)
+    _end_with(channel)
+    os.chdir(WORKDIR)
+    if "numpy" in sys.modules:  # numpy's global generator is not reseeded at fork, unlike ``random``
+        sys.modules["numpy"].random.seed()
+    from owx.runtimes.python_action import main
+
+    return main(["--fd", str(listener)])
 
 
-def _runtime(plan: ContainerPlan, tenant: Tenant, listener: int) -> int:
-    try:
-        forget_in_child()
-        become(plan, tenant)
-        os.chdir(WORKDIR)
-        if "numpy" in sys.modules:  # numpy's global generator is not reseeded at fork, unlike ``random``
-            sys.modules["numpy"].random.seed()
-        from owx.runtimes.python_action import main
+def _end_with(channel: socket.socket) -> None:
+    """End the container when the platform closes its end of ``channel``."""
 
-        return main(["--fd", str(listener)])
-    except BaseException:  # noqa: BLE001 - whatever happens, the runtime must not go back to pid 1's code
-        traceback.print_exc()
-        return 1
+    def watch() -> None:
+        try:
+            while channel.recv(1):
+                pass
+        except OSError:
+            pass
+        os._exit(KILLED)  # pid 1 ends: the kernel kills every other process of the namespace
 
-
-def _supervise(runtime: int, channel: socket.socket) -> int:
-    exits = ChildExits()
-    selector = selectors.DefaultSelector()
-    selector.register(exits.fd, selectors.EVENT_READ, "child")
-    selector.register(channel, selectors.EVENT_READ, "control")
-    while True:
-        for pid, code in exits.ended():  # orphans of the action are reaped here too
-            if pid == runtime:
-                return code
-        for key, _ in selector.select():
-            if key.data == "control" and not channel.recv(1):  # the platform let go of the container
-                os.kill(-1, signal.SIGKILL)  # from pid 1: every other process of the namespace
-                return KILLED
+    threading.Thread(target=watch, name="owx-platform-watch", daemon=True).start()

@@ -5,8 +5,8 @@ modules once, :mod:`owx.runtimes.zygote`), or, without it, an interpreter starte
 container (``zygote --once``): both run the same code, :mod:`owx.runtimes.container_init`, as pid
 1 of a new pid namespace, which joins the cgroup (created and limited first), builds the sandbox
 (:mod:`owx.runtimes.confine`) and waits to learn its tenant (:meth:`ProcessContainer.assign`:
-at once for a new container, when claimed for a stem cell) before it starts the runtime as that
-tenant. The runtime serves on a Unix socket the backend made in a root-only directory and
+at once for a new container, when claimed for a stem cell) before it becomes that tenant and
+serves as the runtime. The runtime serves on a Unix socket the backend made in a root-only directory and
 handed over already listening, so ``/init`` can be sent at once, and no sandbox can reach any
 runtime's socket. No polling anywhere.
 """
