@@ -70,9 +70,9 @@ def test_two_instances_never_touch_each_others_containers(tmp_path):
             assert roots[0] != roots[1]
             assert host_pids_with(marker)  # ... its own predecessors only: the other's activation runs on
             sleep_in(escra.victim, 40)
-            busy = next(group for group in containers(roots[1]) if len(group.pids()) > 2)
+            busy = next(group for group in containers(roots[1]) if len(group.pids()) > 1)  # runtime + sleep
             wait_until(lambda: busy.memory().limit < 256 * MB, timeout=40, what="Escra to reclaim its own slack")
-            others = [group for group in containers(roots[0]) if len(group.pids()) > 2]
+            others = [group for group in containers(roots[0]) if len(group.pids()) > 1]
             assert others and all(group.memory().limit == 256 * MB for group in others)
             time.sleep(6)  # one more reclaim period of the Escra instance
             assert all(group.memory().limit == 256 * MB for group in others)
