@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 DEFAULT_PATH = Path.home() / ".wskprops"
@@ -21,8 +20,5 @@ def write_if_free(apihost: str, auth: str, path: Path = DEFAULT_PATH) -> bool:
     current = read(path)
     if current and (current.get("APIHOST"), current.get("AUTH")) != (apihost, auth):
         return False
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    os.fchmod(fd, 0o600)  # the key is the owner's only, also in a file an older owx wrote
-    with os.fdopen(fd, "w") as handle:
-        handle.write(f"APIHOST={apihost}\nAUTH={auth}\n")
+    path.write_text(f"APIHOST={apihost}\nAUTH={auth}\n")
     return True
