@@ -2,8 +2,8 @@
 ``checkpoint_info`` table and the activation record; and clean-up after success.
 
 The checkpoints themselves are written and restored by the action (the checkpoint API);
-the core only reads their metadata. A store it cannot open is retried every few seconds
-and reported as a warning on the functions that needed it.
+the core only reads their metadata. Each namespace has its own store; one the core cannot
+open is retried every few seconds and reported as a warning on the functions that needed it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from owx.canary.checkpoint import CheckpointError, CheckpointStore, open_checkpoint_store
 from owx.canary.function import Function
@@ -21,14 +22,13 @@ STORE_RETRY_S = 5.0
 
 
 class CheckpointView:
-    """Reads checkpoint metadata of functions from the store at ``url``."""
+    """Reads checkpoint metadata of functions from their namespace's store (``url_for(namespace)``)."""
 
-    def __init__(self, url: str, tables: CoreTables) -> None:
-        self.url = url
+    def __init__(self, url_for: Callable[[str], str], tables: CoreTables) -> None:
+        self.url_for = url_for
         self.tables = tables
-        self._store: CheckpointStore | None = None
-        self._error: str | None = None
-        self._tried = 0.0
+        self._stores: dict[str, CheckpointStore] = {}  # by URL
+        self._errors: dict[str, tuple[str, float]] = {}  # by URL: the last failure and when
         self._lock = threading.Lock()
 
     def latest(self, function: Function) -> int | None:
@@ -60,19 +60,24 @@ class CheckpointView:
                 log.warning("could not delete checkpoints of %s: %s", function.function_id, exc)
 
     def _open(self, function: Function) -> CheckpointStore | None:
+        url = self.url_for(function.namespace)
         with self._lock:
-            if self._store is None and time.monotonic() - self._tried >= STORE_RETRY_S:
-                self._tried = time.monotonic()
+            error, tried = self._errors.get(url, (None, 0.0))
+            if url not in self._stores and time.monotonic() - tried >= STORE_RETRY_S:
                 try:
-                    self._store = open_checkpoint_store(self.url)
-                    self._error = None
+                    self._stores[url] = open_checkpoint_store(url)
+                    self._errors.pop(url, None)
+                    error = None
                 except CheckpointError as exc:
-                    self._error = str(exc)
-            store, error = self._store, self._error
+                    error = str(exc)
+                    self._errors[url] = (error, time.monotonic())
+            store = self._stores.get(url)
         if store is None and error:
             function.warnings.append(f"checkpoint store unavailable to the core: {error}")
         return store
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close(timeout=5)
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close(timeout=5)

@@ -65,7 +65,7 @@ class CanaryCore:
         self.deaths.subscribe(self.runtimes.lost)
         self.deaths.subscribe(self._node_watch)
         platform.subscribe(self.deaths)
-        self.checkpoints = CheckpointView(store.url, tables)
+        self.checkpoints = CheckpointView(store.url_for, tables)
         self._functions: dict[str, Function] = {}
         self._jobs: dict[str, str] = {}  # function id -> job id, for jobs submitted but not yet admitted
         self._options: dict[str, CanaryOptions] = {}  # by runtime key
@@ -141,6 +141,7 @@ class CanaryCore:
             for h, node in placed.items():
                 self.memory.hold(h, node, spec.memory_mb * MB, force=True)
         namespace = resolved.path.namespace
+        self.store.prepare(namespace)  # before its replicas start: they mount the namespace's directory
         now = now_ms()
         with self._lock:
             job_id = self._jobs.pop(function_ids[0], function_ids[0])
@@ -164,7 +165,7 @@ class CanaryCore:
     def run(self, spec: ActionSpec, request: RunRequest) -> RunOutcome:
         """The gateway's runner for stateful actions: one function, to its committed outcome."""
         function = self._admitted(spec, request)
-        self.store.prepare()
+        self.store.prepare(function.namespace)
         self._record_admission(function)
         self._function_row(function, request)
         try:
@@ -201,7 +202,7 @@ class CanaryCore:
         number = len(function.attempts) + 1
         env = dict(request.extra_env)
         if checkpoints:
-            env.update(canary_function_id=function.function_id, canary_store=self.store.url,
+            env.update(canary_function_id=function.function_id, canary_store=self.store.url_for(function.namespace),
                        canary_interval=str(function.options.interval_s))
         self.tables.update(function.namespace, "function_info", function.function_id,
                            lambda row: _running(row, node, number))

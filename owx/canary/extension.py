@@ -24,7 +24,7 @@ class CanaryExtension:
 
     def init_app(self, gateway: Gateway) -> None:
         settings = gateway.settings
-        store = StoreLocation(settings, settings.canary)
+        store = StoreLocation(settings, settings.canary, gateway.platform)
         self.core = CanaryCore(gateway.platform, CoreTables(gateway.entities), ResultLedger(gateway.entities),
                                settings.canary, store, gateway.throttle.pump)
         gateway.invoker.route(self.core.accepts, self.core, self.core.gate)

@@ -14,7 +14,8 @@ class CanarySettings(BaseModel):
         None, description="checkpoint store URL; default: SQLite + blob directory under the data dir"
     )
     store_dir: Path | None = Field(
-        None, description="directory of the default store (must be reachable by the action user)"
+        None, description="one directory for every namespace's default store (shared; containers must be able to "
+        "reach it). Unset: one store per namespace, in the directory the platform mounts into its containers only"
     )
     failure_window: int = Field(50, ge=5, description="recent function outcomes the dynamic strategy looks at")
     replica_linger_s: float = Field(

@@ -159,6 +159,14 @@ class Cgroup:
                             raise CgroupError(exc.errno, f"{path}: {exc.strerror}") from None
                     time.sleep(0.005)
 
+    def remove_if_empty(self) -> None:
+        """Remove the group if it exists and has no child groups (it may be shared: others keep it)."""
+        if self.exists() and not self.children():
+            try:
+                self.destroy()
+            except CgroupError:
+                pass
+
     def children(self) -> list["Cgroup"]:
         """The groups directly below this one (one directory read, no stat per entry)."""
         try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from owx.escra_agent.embed import EmbeddedEscra, embed_escra
 from owx.platform.ledger import NodeLedger
+from owx.platform.settings import for_instance
 
 if TYPE_CHECKING:
     from owx.gateway.service import Gateway
@@ -34,6 +35,7 @@ class EscraExtension:
         if not settings.escra.enabled:
             return
         platform = gateway.platform
+        cgroup_root = for_instance(settings.platform, settings.data_dir).cgroup_root
         if platform.resources is None:
             log.warning("escra: the %s platform's containers are not on this machine; run `owx agent` on its nodes",
                         platform.name)
@@ -42,7 +44,7 @@ class EscraExtension:
             if node.cgroup_parent is None:
                 continue
             self.handles.append(embed_escra(
-                NodeLedger(platform.ledger, node.name), node=node.name, cgroup_root=settings.platform.cgroup_root,
+                NodeLedger(platform.ledger, node.name), node=node.name, cgroup_root=cgroup_root,
                 memory_bytes=node.budget_bytes, app=f"owx-{node.name}", params=settings.escra.allocator))
 
     def collect(self):

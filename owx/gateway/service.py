@@ -43,7 +43,8 @@ class Gateway:
     @classmethod
     def open(cls, settings: Settings) -> "Gateway":
         """Open the configured stores, start the configured platform and attach the extensions."""
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        settings.data_dir.chmod(0o700)  # keys, code and activations: the owner's only
         entities, activations = open_stores(settings)
         gateway = cls(settings, entities, activations, open_platform(settings))
         try:

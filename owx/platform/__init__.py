@@ -24,5 +24,6 @@ def open_platform(settings: Settings) -> Platform:
 
         return OpenWhiskPlatform(settings.upstream)
     from owx.platform.embedded.platform import EmbeddedPlatform
+    from owx.platform.settings import for_instance
 
-    return EmbeddedPlatform(settings.platform)
+    return EmbeddedPlatform(for_instance(settings.platform, settings.data_dir))

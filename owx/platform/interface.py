@@ -15,6 +15,7 @@ tells listeners about its containers. Two abilities are optional and typed as su
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import ClassVar, Protocol
 
 from owx.platform.ledger import MemoryLedger
@@ -121,6 +122,11 @@ class Platform(ABC):
     def forget(self, path: str) -> None:
         """The action at ``namespace/[pkg/]name`` was updated or deleted: drop what was made for its
         earlier revisions (deployments, idle containers)."""
+
+    def namespace_dir(self, namespace: str) -> Path | None:
+        """A directory on this machine that the containers of ``namespace``, and no other namespace's,
+        read and write at this same path (made on first use); None where containers cannot share one."""
+        return None
 
     def limits(self) -> PlatformLimits:
         budgets = [node.budget_bytes for node in self.nodes() if node.alive]

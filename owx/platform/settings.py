@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import sys
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, HttpUrl, field_validator
 
 PlatformKind = Literal["embedded", "docker", "openwhisk"]
+
+
+class SandboxSettings(BaseModel):
+    """The sandbox of every local container (``OWX_PLATFORM__SANDBOX__<FIELD>``)."""
+
+    tmp_mb: int = Field(256, ge=1, description="size of a container's /tmp, its only writable place (also "
+                        "HOME and the working directory); its pages count against the container's memory")
+    uid_base: int = Field(2_000_000, ge=65_536, description="first uid of the range containers get uids from "
+                          "(one per container, never 0, outside the range of the host's own users)")
+    uid_count: int = Field(1 << 20, ge=1024, description="size of the container uid range")
+    gid_base: int = Field(4_000_000, ge=65_536, description="first gid of the range namespaces get gids from "
+                          "(one per namespace, kept in the instance's state dir)")
+    gid_count: int = Field(1 << 20, ge=1024, description="size of the namespace gid range")
+    expose: list[Path] = Field([], description="more host paths containers see read-only (besides /usr, /etc, "
+                               "the interpreter and owx)")
 
 
 class PlatformSettings(BaseModel):
@@ -21,8 +38,13 @@ class PlatformSettings(BaseModel):
     stem_cells: int = Field(2, ge=0, description="prewarmed python containers per node")
     stem_memory_mb: int = Field(256, ge=128, description="memory of a prewarmed stem cell (OpenWhisk's prewarm)")
     idle_evict_s: float = Field(600.0, gt=0, description="idle warm containers are removed after this")
-    cgroup_root: str = Field("owx", description="cgroup under which every node's containers live")
-    action_user: str = Field("nobody", description="user actions run as (when it can run the interpreter)")
+    cgroup_root: str | None = Field(
+        None, description="cgroup under which this instance's containers live; unset: owx-<hash of the data dir>, "
+        "so that instances never share one (what a killed predecessor left there is reaped at start)")
+    state_dir: Path | None = Field(
+        None, description="where the platform keeps its sockets and namespace directories (root only); "
+        "unset: <data_dir>/platform")
+    sandbox: SandboxSettings = SandboxSettings()
     runtime_image: str = Field("owx/python-runtime:latest", description="image of Python kinds on Docker")
     runtime_python: str = Field(sys.executable, description="interpreter of the process backend's runtimes")
     zygote: bool = Field(True, description="start process runtimes by forking a preloaded runtime process "
@@ -38,6 +60,14 @@ class PlatformSettings(BaseModel):
     )
     pids_max: int = Field(1024, ge=16, description="pids limit of each container")
     sentinel_wait_s: float = Field(2.0, gt=0, description="how long to wait for log sentinels after a run")
+
+
+def for_instance(settings: PlatformSettings, data_dir: Path) -> PlatformSettings:
+    """``settings`` with the instance's own cgroup root and state dir, derived from its data dir unless configured."""
+    data_dir = data_dir.expanduser().absolute()
+    tag = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
+    return settings.model_copy(update={"cgroup_root": settings.cgroup_root or f"owx-{tag}",
+                                       "state_dir": settings.state_dir or data_dir / "platform"})
 
 
 class UpstreamSettings(BaseModel):

@@ -41,6 +41,11 @@ class ActionSpec:
     logs_bytes: int = 10 * 1024 * 1024
     concurrency: int = 1
 
+    @property
+    def namespace(self) -> str:
+        """The namespace the action belongs to (the first part of its key): whom its containers run for."""
+        return self.key.split("/", 1)[0]
+
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:

@@ -12,6 +12,7 @@ tensorflow.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 
 from .http_wire import serve_forever
@@ -19,6 +20,7 @@ from .protocol import ActionProxy
 
 DEFAULT_HOST = "0.0.0.0"
 DEFAULT_PORT = 8080
+SECRET_ENV = "OWX_RUNTIME_SECRET"  # set: every request must carry it (a Docker container's runtime)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,8 +51,10 @@ def open_listener(host: str, port: int, fd: int | None) -> socket.socket:
 
 
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, fd: int | None = None) -> None:
-    """Run the runtime until the process is stopped."""
-    serve_forever(open_listener(host, port, fd), ActionProxy().handle)
+    """Run the runtime until the process is stopped (requiring ``$OWX_RUNTIME_SECRET`` on every request
+    if it is set; it is taken out of the environment the action sees)."""
+    secret = os.environ.pop(SECRET_ENV, None) or None
+    serve_forever(open_listener(host, port, fd), ActionProxy().handle, secret)
 
 
 def main(argv: list[str] | None = None) -> int:

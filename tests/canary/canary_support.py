@@ -108,7 +108,7 @@ def kill_running(gw: CanaryGateway, action: str, activation_id: str, after_check
     """SIGKILL the container running ``activation_id`` once it has checkpointed; the kill time."""
     from owx.canary.checkpoint import open_checkpoint_store
 
-    with open_checkpoint_store(gw.core.store.url) as store:  # one handle, polled gently: the gateway shares our GIL
+    with open_checkpoint_store(gw.core.store.url_for(gw.namespace)) as store:  # one handle, polled gently: the gateway shares our GIL
         def checkpointed() -> bool:
             time.sleep(0.02)
             history = store.history(activation_id)

@@ -1,12 +1,14 @@
 """Admission of stateful work: queued instead of 429, jobs admitted whole (gang), no deadlock.
 
 One node with room for two 256 MB functions, and a namespace limit of three concurrent
-invocations. The jobs' functions meet at a barrier (files in a shared directory): a job
-that started only part of its functions would wait there until its barrier times out.
+invocations. The jobs' functions meet at a barrier (files in a directory they share: their
+namespace's directory, the only place the sandboxes of one namespace share): a job that
+started only part of its functions would wait there until its barrier times out.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 import uuid
@@ -45,10 +47,10 @@ def http(gw):
 
 
 @pytest.fixture()
-def barrier_dir():
-    directory = tempfile.mkdtemp(prefix="owx-canary-barrier-")
-    import os
-    os.chmod(directory, 0o777)
+def barrier_dir(gw):
+    shared = gw.platform.namespace_dir(gw.namespace)
+    directory = tempfile.mkdtemp(prefix="barrier-", dir=shared)
+    os.chmod(directory, 0o2770)  # the namespace's group (inherited from its directory) writes here
     return directory
 
 

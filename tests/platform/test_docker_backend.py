@@ -75,3 +75,37 @@ def test_docker_container_death_is_reported_fast(docker_platform):
     assert arrived.wait(0.5)
     assert deaths[0].container_id == outcome.container_id and deaths[0].reason == "exited"
     wait_for(lambda: docker_platform.containers() == [], what="the dead container to leave the pool")
+
+
+CONFINED = '''
+import errno, json, os, urllib.request, urllib.error
+
+def main(args):
+    caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")][0]
+    try:
+        open("/etc/owned", "w").write("x")
+        etc = "written"
+    except OSError as exc:
+        etc = errno.errorcode[exc.errno]
+    seen = {"uid": os.getuid(), "caps": caps, "etc": etc}
+    if args.get("victim"):
+        body = json.dumps({"value": {}}).encode()
+        try:
+            answer = urllib.request.urlopen(urllib.request.Request(args["victim"], data=body), timeout=5)
+            seen["stranger"] = answer.status
+        except urllib.error.HTTPError as exc:
+            seen["stranger"] = exc.code
+    return seen
+'''
+
+
+def test_docker_containers_are_confined_and_serve_their_platform_only(docker_platform, docker_client):
+    victim = docker_platform.run(spec(CONFINED), request())
+    assert victim.status == SUCCESS, victim.result
+    assert victim.result["uid"] >= 65536 and int(victim.result["caps"], 16) == 0 and victim.result["etc"] == "EROFS"
+    host = docker_client.api.inspect_container(victim.container_id)["HostConfig"]
+    assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] and "no-new-privileges" in host["SecurityOpt"]
+    address = docker_client.api.inspect_container(victim.container_id)["NetworkSettings"]["IPAddress"]
+    attacker = docker_platform.run(spec(CONFINED), request(victim=f"http://{address}:8080/run"))
+    assert attacker.status == SUCCESS, attacker.result
+    assert attacker.result["stranger"] == 401  # without the victim's secret its runtime answers nothing

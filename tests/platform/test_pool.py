@@ -141,14 +141,17 @@ def test_idle_containers_are_evicted(make_platform):
     wait_for(lambda: not Cgroup(info.cgroup).exists(), what="its cgroup to be removed")
 
 
-def test_actions_run_as_the_unprivileged_user_when_the_runtime_is_reachable(make_platform):
+def test_another_interpreter_runs_sandboxed_as_an_unprivileged_uid(make_platform):
     system_python = "/usr/bin/python3"
     assert os.path.exists(system_python), "the tests need Debian's python3 (apt-get install python3)"
-    platform = make_platform(runtime_python=system_python, action_user="nobody")
-    code = "import os\ndef main(args):\n    open('scratch', 'w').write('ok')\n    return {'uid': os.getuid()}\n"
+    platform = make_platform(runtime_python=system_python)
+    code = ("import os, sys\ndef main(args):\n    open('scratch', 'w').write('ok')\n"
+            "    return {'uid': os.getuid(), 'python': sys.executable, 'cwd': os.getcwd()}\n")
     outcome = platform.run(spec(code), request())
     assert outcome.status == SUCCESS, outcome.result
-    assert outcome.result == {"uid": 65534}
+    sandbox = platform.settings.sandbox
+    assert sandbox.uid_base <= outcome.result["uid"] < sandbox.uid_base + sandbox.uid_count
+    assert outcome.result["python"] == system_python and outcome.result["cwd"] == "/tmp"
 
 
 def test_runtime_modules_get_bytecode_so_container_starts_do_not_compile() -> None:

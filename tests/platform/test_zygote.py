@@ -1,4 +1,4 @@
-"""Runtimes forked by the local backend's zygote: cgroup, exit status, fresh random state, fallback."""
+"""Containers forked by the local backend's zygote: cgroup, exit status, fresh random state, fallback."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ def parent_of(pid: int) -> int:
         return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
-def test_runtimes_are_forked_by_the_zygote_into_their_own_cgroup(make_platform):
+def test_containers_are_forked_by_the_zygote_into_their_own_cgroup(make_platform):
     platform = make_platform()
     assert platform.run(spec(ECHO), request(n=1)).status == SUCCESS
     (info,) = platform.containers()
     assert parent_of(info.pid) == platform.backends.for_kind("python:3").zygote.process.pid
-    assert Cgroup(info.cgroup).pids() == [info.pid]
+    assert Cgroup(info.cgroup).pids() == [info.pid]  # pid 1 of its own namespace, and the runtime itself
 
 
 def test_a_killed_forked_runtime_is_reported_and_reaped(make_platform):
@@ -45,14 +45,20 @@ def test_each_forked_runtime_draws_its_own_numpy_randoms(make_platform):
     assert len(draws) == 3
 
 
-def test_containers_start_without_the_zygote_and_when_it_died(make_platform):
+def test_containers_start_without_the_zygote_and_while_a_dead_one_is_replaced(make_platform):
     plain = make_platform(zygote=False)
     assert plain.backends.for_kind("python:3").zygote is None
     assert plain.run(spec(ECHO), request()).status == SUCCESS
     assert parent_of(plain.containers()[0].pid) == os.getpid()
 
     forked = make_platform()
-    forked.backends.for_kind("python:3").zygote.process.kill()
-    wait_for(lambda: not forked.backends.for_kind("python:3").zygote.alive, what="the zygote's end to be noticed")
+    backend = forked.backends.for_kind("python:3")
+    dead = backend.zygote
+    dead.process.kill()
+    wait_for(lambda: not dead.alive, what="the zygote's end to be noticed")
     assert forked.run(spec(ECHO), request()).status == SUCCESS
     assert parent_of(forked.containers()[0].pid) == os.getpid()
+    wait_for(lambda: backend.zygote is not dead and backend.zygote.alive, timeout=60, what="a new zygote")
+    assert forked.run(spec(ECHO, name="after"), request()).status == SUCCESS
+    newest = max(forked.containers(), key=lambda c: c.action_key == "guest/after@1")
+    assert parent_of(newest.pid) == backend.zygote.process.pid

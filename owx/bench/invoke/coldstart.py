@@ -18,10 +18,11 @@ from owx.platform.types import SUCCESS, ActionSpec, RunRequest
 CODE = "def main(args):\n    return {'ok': True}\n"
 
 
-def measure_cold_start(backend_name: str, n: int, memory_mb: int = 256) -> list[float]:
-    """Seconds from asking for a cold container to its ``/init`` (and a trivial run) answered, ``n`` times."""
+def measure_cold_start(backend_name: str, n: int, memory_mb: int = 256, zygote: bool = True) -> list[float]:
+    """Seconds from asking for a cold container to its ``/init`` (and a trivial run) answered, ``n`` times
+    (``zygote=False``: local containers start a fresh interpreter each, the exec path)."""
     settings = PlatformSettings(kind="docker" if backend_name == "docker" else "embedded", stem_cells=0, nodes=1,
-                                cgroup_root=f"owx-bench-coldstart-{secrets.token_hex(3)}")
+                                cgroup_root=f"owx-bench-coldstart-{secrets.token_hex(3)}", zygote=zygote)
     platform = EmbeddedPlatform(settings)
     samples: list[float] = []
     try:

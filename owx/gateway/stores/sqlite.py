@@ -106,7 +106,11 @@ class _OwnedDatabase:
             raise
 
     def connect(self) -> sqlite3.Connection:
-        """A connection usable from any thread (callers serialise its use)."""
+        """A connection usable from any thread (callers serialise its use); the files are the owner's only."""
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        for name in (self.path, f"{self.path}-wal", f"{self.path}-shm"):  # SQLite gives these the database's mode
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(name, 0o600)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

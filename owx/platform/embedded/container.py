@@ -81,6 +81,10 @@ class Container(ABC):
         self._lock = threading.Lock()
 
     # -- protocol ------------------------------------------------------------
+    def assign(self, namespace: str) -> None:
+        """Hand the container to ``namespace`` before its ``/init`` (a stem cell learns it when claimed).
+        Backends whose containers get their identity at creation do nothing here."""
+
     def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
         """``POST /init``; raises ProxyTimeout / ProxyUnreachable."""
         assert self.proxy is not None

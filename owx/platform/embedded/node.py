@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from owx.common.cgroups import Cgroup, CgroupError
+from owx.common.cgroups import Cgroup
 from owx.platform.embedded.container import Backend
 from owx.platform.embedded.pool import ContainerPool
 from owx.platform.ledger import MemoryLedger
@@ -13,12 +13,12 @@ from owx.platform.types import NodeInfo
 
 
 class Node:
-    """A named container pool whose containers live under ``<cgroup_root>/<name>``."""
+    """A named container pool whose containers live under ``cgroup_parent`` (``<cgroup_root>/<name>``)."""
 
-    def __init__(self, name: str, backend_for: Callable[[str], Backend], ledger: MemoryLedger,
+    def __init__(self, name: str, cgroup_parent: str, backend_for: Callable[[str], Backend], ledger: MemoryLedger,
                  settings: PlatformSettings, backend_name: str) -> None:
         self.name = name
-        self.cgroup_parent = f"{settings.cgroup_root.strip('/')}/{name}"
+        self.cgroup_parent = cgroup_parent
         self.backend_name = backend_name
         Cgroup(self.cgroup_parent).create()
         self.pool = ContainerPool(name, backend_for, self.cgroup_parent, ledger, settings)
@@ -45,9 +45,4 @@ class Node:
 
     def close(self) -> None:
         self.pool.close()
-        parent = Cgroup(self.cgroup_parent)
-        if parent.exists() and not parent.children():
-            try:
-                parent.destroy()
-            except CgroupError:
-                pass
+        Cgroup(self.cgroup_parent).remove_if_empty()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
-from owx.common.cgroups import Cgroup, CgroupError
+from owx.common.cgroups import CgroupError
 from owx.platform.embedded.backends import Backends
+from owx.platform.embedded.identities import Identities
+from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.node import Node
 from owx.platform.interface import ContainerListener, Platform, PlatformUnavailable
 from owx.platform.ledger import MemoryLedger
@@ -28,7 +31,9 @@ class EmbeddedPlatform(Platform):
 
     def __init__(self, settings: PlatformSettings) -> None:
         self.settings = settings
-        self.backends = Backends(settings, docker_only=settings.kind == "docker")
+        self.instance = Instance(settings)
+        self.identities = Identities(self.instance.state_dir, settings.sandbox)
+        self.backends = Backends(settings, settings.kind == "docker", self.instance, self.identities)
         self.ledger = MemoryLedger()
         self.replicas = self
         self.resources = self
@@ -36,8 +41,8 @@ class EmbeddedPlatform(Platform):
         try:
             for index in range(settings.nodes):
                 name = f"node{index}"
-                self._nodes[name] = Node(name, self.backends.for_kind, self.ledger, settings,
-                                         self.backends.default_name)
+                self._nodes[name] = Node(name, f"{self.instance.cgroup_root}/{name}", self.backends.for_kind,
+                                         self.ledger, settings, self.backends.default_name)
             for node in self._nodes.values():
                 node.pool.start_stem_cells()
         except BaseException:
@@ -75,6 +80,12 @@ class EmbeddedPlatform(Platform):
     def unsupported(self, kind: str) -> str | None:
         """Why actions of ``kind`` cannot run on this platform (None if they can)."""
         return self.backends.unsupported(kind)
+
+    def namespace_dir(self, namespace: str) -> Path | None:
+        """The namespace's directory, mounted read-write into its local containers only (not Docker's)."""
+        if self.backends.docker_only:
+            return None
+        return self.identities.directory(namespace, create=True)
 
     # -- ReplicaControl ----------------------------------------------------------------------
     def prewarm(self, spec: ActionSpec, node: str | None = None, wait_s: float = 0.0) -> ContainerInfo:
@@ -114,13 +125,8 @@ class EmbeddedPlatform(Platform):
         for node in self._nodes.values():
             node.close()
         self._nodes.clear()
-        root = Cgroup(self.settings.cgroup_root)
-        if root.exists() and not root.children():  # the root may be shared with other owx processes
-            try:
-                root.destroy()
-            except CgroupError:
-                pass
         self.backends.close()
+        self.instance.close()
 
     def _place(self, spec: ActionSpec) -> Node | None:
         live = [node for node in self._nodes.values() if node.alive]

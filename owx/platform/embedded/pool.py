@@ -417,6 +417,7 @@ class ContainerPool:
             self._replenish_stems()
         slot.concurrency = max(1, spec.concurrency)
         container = slot.container
+        container.assign(spec.namespace)
         container.logs.limit_bytes = spec.logs_bytes
         value = {"name": name, "main": spec.main, "code": spec.code or "", "binary": spec.binary, "env": spec.env}
         try:

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from owx.runtimes.http_wire import SECRET_HEADER
+
 # Refused: nothing listens yet; unreachable: a fresh container's address is not resolved on the bridge yet.
 RETRYABLE_CONNECT = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
 
@@ -34,23 +36,51 @@ class ProxyResponse:
         return self.status == 200
 
 
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix stream socket (the local backend's runtimes listen on one)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 class ProxyClient:
     """Keep-alive connections to one proxy; safe for concurrent activations (one connection each).
 
     ``connect_retry_s`` > 0 retries refused or unroutable connections for that long
     while ``alive()`` holds: a Docker container's proxy only listens some time after start.  The local backend hands
-    the runtime an already-listening socket, so it never needs to retry.
+    the runtime an already-listening socket, so it never needs to retry. ``secret`` goes with every
+    request (header ``SECRET_HEADER``): a Docker container's runtime answers nothing without it.
     """
 
     def __init__(
-        self, host: str, port: int, connect_retry_s: float = 0.0, alive: Callable[[], bool] = lambda: True
+        self, host: str, port: int, connect_retry_s: float = 0.0, alive: Callable[[], bool] = lambda: True,
+        secret: str | None = None, unix_path: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self.unix_path = unix_path
+        self.where = unix_path or f"{host}:{port}"
+        self._headers = {"Content-Type": "application/json", **({SECRET_HEADER: secret} if secret else {})}
         self._retry_until = time.monotonic() + connect_retry_s
         self._alive = alive
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+
+    @classmethod
+    def unix(cls, path: str) -> "ProxyClient":
+        """A client of the proxy listening on the Unix socket at ``path``."""
+        return cls("localhost", 0, unix_path=path)
 
     def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
         return self.post("/init", {"value": value}, timeout)
@@ -76,7 +106,7 @@ class ProxyClient:
             conn.timeout = max(0.001, deadline - time.monotonic())
             if conn.sock is not None:
                 conn.sock.settimeout(conn.timeout)
-            conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+            conn.request("POST", path, body=data, headers=self._headers)
             response = conn.getresponse()
             raw = response.read()
         except (socket.timeout, TimeoutError) as exc:
@@ -104,24 +134,28 @@ class ProxyClient:
 
     def _connect(self, deadline: float) -> http.client.HTTPConnection:
         while True:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=max(0.001, deadline - time.monotonic()))
+            timeout = max(0.001, deadline - time.monotonic())
+            conn: http.client.HTTPConnection = (
+                _UnixConnection(self.unix_path, timeout) if self.unix_path is not None
+                else http.client.HTTPConnection(self.host, self.port, timeout=timeout))
             try:
                 conn.connect()
-                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.unix_path is None:
+                    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 return conn
             except OSError as exc:
                 conn.close()
                 if exc.errno not in RETRYABLE_CONNECT or isinstance(exc, (socket.timeout, TimeoutError)):
-                    raise _connect_error(self.host, self.port, exc) from exc
+                    raise _connect_error(self.where, exc) from exc
                 if time.monotonic() + 0.005 > min(deadline, self._retry_until) or not self._alive():
-                    raise ProxyUnreachable(f"connect {self.host}:{self.port}: {exc}") from exc
+                    raise ProxyUnreachable(f"connect {self.where}: {exc}") from exc
                 time.sleep(0.005)
 
 
-def _connect_error(host: str, port: int, exc: OSError) -> Exception:
+def _connect_error(where: str, exc: OSError) -> Exception:
     if isinstance(exc, (socket.timeout, TimeoutError)):
-        return ProxyTimeout(f"connect {host}:{port} timed out")
-    return ProxyUnreachable(f"connect {host}:{port}: {exc}")
+        return ProxyTimeout(f"connect {where} timed out")
+    return ProxyUnreachable(f"connect {where}: {exc}")
 
 
 def _parse(status: int, raw: bytes) -> ProxyResponse:

@@ -12,6 +12,8 @@ import threading
 
 from owx.common.dockerd import DEFAULT_SOCKET
 from owx.platform.embedded.container import Backend
+from owx.platform.embedded.identities import Identities
+from owx.platform.embedded.instance import Instance
 from owx.platform.settings import PlatformSettings
 
 PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
@@ -24,9 +26,12 @@ class Backends:
     run as processes and other kinds (blackbox) in Docker where a Docker engine can be run.
     """
 
-    def __init__(self, settings: PlatformSettings, docker_only: bool) -> None:
+    def __init__(self, settings: PlatformSettings, docker_only: bool, instance: Instance,
+                 identities: Identities) -> None:
         self.settings = settings
         self.docker_only = docker_only
+        self.instance = instance
+        self.identities = identities
         self._made: dict[str, Backend] = {}
         self._lock = threading.Lock()
 
@@ -56,10 +61,10 @@ class Backends:
         if name == "process":
             from owx.platform.embedded.backends.process import ProcessBackend
 
-            return ProcessBackend(self.settings)
+            return ProcessBackend(self.settings, self.instance, self.identities)
         from owx.platform.embedded.backends.docker import DockerBackend
 
-        return DockerBackend(self.settings.runtime_image)
+        return DockerBackend(self.settings, self.instance, self.identities)
 
     def close(self) -> None:
         with self._lock:

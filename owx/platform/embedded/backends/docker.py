@@ -6,6 +6,12 @@ can update them later.  The container's cgroup parent is the node's cgroup, so
 its cgroup is ``<node cgroup>/<container id>`` like the local backend's.
 Output comes from an attach socket opened before start (nothing is missed), and
 death is seen through a pidfd on the container's init process.
+
+Every container is confined the way the local backend's sandbox is: a uid of its own (never
+root), no capabilities, no new privileges, a read-only root with a size-limited tmpfs /tmp as
+its only writable place, and a secret of its own that its runtime requires on every ``/init``
+and ``/run`` (containers on the default bridge reach each other's port 8080). Containers carry
+their instance's label, so a restarted instance removes what its killed predecessor left.
 """
 
 from __future__ import annotations
@@ -24,7 +30,11 @@ import docker.errors
 from owx.common.cgroups import CgroupError
 from owx.common.dockerd import ensure_dockerd
 from owx.platform.embedded.container import IMAGE_PULL_ERROR, ActionStartupError, Backend, Container, ContainerRequest
+from owx.platform.embedded.identities import Identities
+from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
+from owx.platform.settings import PlatformSettings
+from owx.runtimes.python_action import SECRET_ENV
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +42,7 @@ RUNTIME_PORT = 8080
 CONNECT_RETRY_S = 30.0  # the proxy starts listening some time after `docker start`
 TENSORFLOW_KIND = "python:tensorflow"
 STREAM_NAMES = {1: "stdout", 2: "stderr"}
+INSTANCE_LABEL = "owx.instance"
 
 
 class DockerBackend(Backend):
@@ -39,17 +50,33 @@ class DockerBackend(Backend):
 
     name = "docker"
 
-    def __init__(self, runtime_image: str) -> None:
+    def __init__(self, settings: PlatformSettings, instance: Instance, identities: Identities) -> None:
         super().__init__()
         self.client = ensure_dockerd()
-        self.runtime_image = runtime_image
+        self.runtime_image = settings.runtime_image
+        self.tmp_mb = settings.sandbox.tmp_mb
+        self.instance = instance.label
+        self.identities = identities
         self._ready: set[str] = set()
         self._image_lock = threading.Lock()
+        self.reap()
+
+    def reap(self) -> int:
+        """Remove the containers of this instance that a killed predecessor left; how many."""
+        left = self.client.api.containers(all=True, filters={"label": f"{INSTANCE_LABEL}={self.instance}"})
+        for found in left:
+            try:
+                self.client.api.remove_container(found["Id"], force=True)
+            except docker.errors.APIError as exc:
+                log.warning("could not remove docker container %s: %s", found["Id"][:12], exc)
+        return len(left)
 
     def create(self, request: ContainerRequest) -> Container:
         image = self._image_for(request)
         limits = request.limits
         api = self.client.api
+        uid = self.identities.take_uid()
+        secret = secrets.token_urlsafe(24)
         host_config = api.create_host_config(
             mem_limit=limits.memory_bytes,
             memswap_limit=limits.memory_bytes,
@@ -58,20 +85,31 @@ class DockerBackend(Backend):
             cpu_quota=max(0, limits.cpu_quota_us),  # 0: no quota
             pids_limit=limits.pids_max,
             cgroup_parent="/" + request.cgroup_parent,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={"/tmp": f"size={self.tmp_mb}m,mode=1777"},
         )
         try:
             created = api.create_container(
                 image,
                 name=f"owx-{request.node}-{secrets.token_hex(6)}",
-                labels={**request.labels, "owx.backend": "docker"},
+                labels={**request.labels, "owx.backend": "docker", INSTANCE_LABEL: self.instance},
                 host_config=host_config,
+                user=f"{uid}:{uid}",
+                environment={SECRET_ENV: secret, "HOME": "/tmp", "TMPDIR": "/tmp"},
                 detach=True,
             )
         except docker.errors.ImageNotFound:  # no registry to pull from: a missing image is a failed pull
+            self.identities.give_back(uid)
             raise ActionStartupError(IMAGE_PULL_ERROR.format(image=image)) from None
+        except BaseException:
+            self.identities.give_back(uid)
+            raise
         container = DockerContainer(created["Id"], request, self.watcher, self.notifier)
+        container.uid, container.identities = uid, self.identities
         try:
-            container.start(api)
+            container.start(api, secret)
         except BaseException:
             container.destroy()
             raise
@@ -106,8 +144,10 @@ class DockerContainer(Container):
         super().__init__(*args, **kwargs)
         self._api: docker.APIClient | None = None
         self._attach = None  # keeps the attach socket (and its HTTP response) alive
+        self.uid: int | None = None
+        self.identities: Identities | None = None
 
-    def start(self, api: docker.APIClient) -> None:
+    def start(self, api: docker.APIClient, secret: str) -> None:
         """Attach to the output, start, and watch the init process."""
         self._api = api
         self._attach = api.attach_socket(self.id, params={"stdout": 1, "stderr": 1, "stream": 1})
@@ -117,7 +157,8 @@ class DockerContainer(Container):
         api.start(self.id)
         state = api.inspect_container(self.id)
         address = state["NetworkSettings"]["IPAddress"] or "127.0.0.1"
-        self.proxy = ProxyClient(address, RUNTIME_PORT, connect_retry_s=CONNECT_RETRY_S, alive=self.is_alive)
+        self.proxy = ProxyClient(address, RUNTIME_PORT, connect_retry_s=CONNECT_RETRY_S, alive=self.is_alive,
+                                 secret=secret)
         self._watch(state["State"]["Pid"])
 
     def _signal_kill(self) -> None:
@@ -141,6 +182,9 @@ class DockerContainer(Container):
                 pass
             except docker.errors.APIError as exc:
                 log.warning("could not remove docker container %s: %s", self.id[:12], exc)
+        if self.uid is not None and self.identities is not None:
+            self.identities.give_back(self.uid)
+            self.uid = None
         if self._attach is not None:
             self._watcher.unwatch(self._attach.fileno())
             for closable in (self._attach, getattr(self._attach, "_sock", None)):

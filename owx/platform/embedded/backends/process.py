@@ -1,70 +1,97 @@
-"""Backend ``process``: a container is a runtime process in its own cgroup on this machine.
+"""Backend ``process``: a container is a sandboxed runtime process tree in its own cgroup on this machine.
 
-Start-up is one fork of the backend's zygote (a runtime process that imported the
-runtime and common modules once, :mod:`owx.runtimes.zygote`), or a fork/exec of the
-interpreter without it: the cgroup is created and limited first, the child joins it
-(and drops to the action user) before it serves, and it inherits a socket that is
-already listening, so ``/init`` can be sent at once and waits in the accept backlog
-until the runtime is up.  No polling anywhere.
+Start-up is one fork of the backend's zygote (a process that imported the runtime and common
+modules once, :mod:`owx.runtimes.zygote`), or, without it, an interpreter started for this one
+container (``zygote --once``): both run the same code, :mod:`owx.runtimes.container_init`, as pid
+1 of a new pid namespace, which joins the cgroup (created and limited first), builds the sandbox
+(:mod:`owx.runtimes.confine`) and waits to learn its tenant (:meth:`ProcessContainer.assign`:
+at once for a new container, when claimed for a stem cell) before it becomes that tenant and
+serves as the runtime. The runtime serves on a Unix socket the backend made in a root-only directory and
+handed over already listening, so ``/init`` can be sent at once, and no sandbox can reach any
+runtime's socket. No polling anywhere.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
-import pwd
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
+import threading
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 
-from owx.common.cgroups import CgroupError, is_v2
+from owx.common.cgroups import CgroupError
 from owx.platform.embedded.backends import PYTHON_KINDS
-from owx.platform.embedded.container import Backend, Container, ContainerRequest
+from owx.platform.embedded.backends.sandbox_layout import SandboxLayout
 from owx.platform.embedded.backends.zygote_client import Zygote, ZygoteError
+from owx.platform.embedded.container import Backend, Container, ContainerRequest
+from owx.platform.embedded.identities import Identities
+from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
 from owx.platform.settings import PlatformSettings
-from owx.runtimes.confine import enter_container
+from owx.runtimes import fd_messages, kernel
+from owx.runtimes.confine import WRITABLE, ContainerPlan
 
 log = logging.getLogger(__name__)
 
-RUNTIME_MODULE = "owx.runtimes.python_action"
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[4])  # the directory that holds owx/
-ZYGOTE_NOTICE_WAIT_S = 0.2  # a forked runtime that exited: the zygote reaps it and reports within ms
+ZYGOTE_MODULE = "owx.runtimes.zygote"
+PACKAGE_DIR = Path(__file__).resolve().parents[3]  # owx/
+ZYGOTE_NOTICE_WAIT_S = 0.2  # a forked container that exited: the zygote reaps it and reports within ms
 ZYGOTE_REAP_WAIT_S = 5.0
 
 
 class ProcessBackend(Backend):
-    """Runs Python runtimes as processes in cgroups; kinds ``python:*`` only."""
+    """Runs Python runtimes as sandboxed processes in cgroups; kinds ``python:*`` only."""
 
     name = "process"
 
-    def __init__(self, settings: PlatformSettings) -> None:
+    def __init__(self, settings: PlatformSettings, instance: Instance, identities: Identities) -> None:
         super().__init__()
-        self.launch = prepare_launch(settings.runtime_python, settings.action_user)
-        self.workroot = Path(tempfile.mkdtemp(prefix="owx-local-"))
-        self.workroot.chmod(0o711)
-        self.zygote = Zygote(self.launch.python, runtime_env(self.launch.pythonpath, self.workroot),
-                             settings.zygote_preload) if settings.zygote else None
+        if os.geteuid() != 0:
+            raise PermissionError("the process backend builds sandboxes and cgroups: run owx as root")
+        self.launch = prepare_launch(settings.runtime_python)
+        self.sockets = instance.sockets
+        self.identities = identities
+        self.layout = SandboxLayout.build(list(self.launch.paths), instance.state_dir, identities.directories,
+                                          settings.sandbox)
+        self._make_zygote = partial(Zygote, self.launch.python, runtime_env(self.launch.pythonpath),
+                                    settings.zygote_preload)
+        self.zygote = self._make_zygote() if settings.zygote else None
+        self._replacing = threading.Lock()
+
+    def live_zygote(self) -> Zygote | None:
+        """The zygote if it runs; a dead one is replaced in the background (meanwhile: the exec path)."""
+        zygote = self.zygote
+        if zygote is None or zygote.alive:
+            return zygote
+        if self._replacing.acquire(blocking=False):
+            threading.Thread(target=self._replace, args=(zygote,), name="owx-zygote-replace", daemon=True).start()
+        return None
+
+    def _replace(self, dead: Zygote) -> None:
+        try:
+            dead.close()
+            self.zygote = self._make_zygote()
+        finally:
+            self._replacing.release()
 
     def create(self, request: ContainerRequest) -> Container:
         if request.kind not in PYTHON_KINDS:
             raise ValueError(f"backend 'process' runs kinds {', '.join(PYTHON_KINDS)}, not {request.kind!r}")
         container = ProcessContainer(f"owx-{secrets.token_hex(6)}", request, self.watcher, self.notifier)
-        container.start(self.launch, self.workroot, self.zygote)
+        container.start(self)
         return container
 
     def close(self) -> None:
         super().close()
         if self.zygote is not None:
             self.zygote.close()
-        shutil.rmtree(self.workroot, ignore_errors=True)
 
 
 class ProcessContainer(Container):
@@ -72,60 +99,74 @@ class ProcessContainer(Container):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.workdir: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._zygote: Zygote | None = None  # the forked runtime's parent, when it has one
+        self.uid: int | None = None
+        self.namespace: str | None = None
+        self._backend: ProcessBackend | None = None
+        self._socket: Path | None = None
+        self._control: socket.socket | None = None  # to the container's pid 1; closing it ends the container
+        self._process: subprocess.Popen[bytes] | None = None  # the exec path's one-shot zygote
+        self._zygote: Zygote | None = None  # the forked container's parent, when it has one
         self._code: int | None = None
 
-    def start(self, launch: Launch, workroot: Path, zygote: Zygote | None = None) -> None:
-        """Create the limited cgroup and start the runtime inside it (forked by ``zygote`` if given)."""
+    def start(self, backend: ProcessBackend) -> None:
+        """Create the limited cgroup and start the container inside it (forked by the zygote if there is one)."""
+        self._backend = backend
         self._make_cgroup()
-        self.workdir = workroot / self.id
-        self.workdir.mkdir(mode=0o700)
-        if launch.ids is not None:
-            os.chown(self.workdir, *launch.ids)
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.uid = backend.identities.take_uid()
+        self._socket = backend.sockets / f"{self.id}.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         try:
-            listener.bind(("127.0.0.1", 0))
+            listener.bind(str(self._socket))
             listener.listen(128)
-            pid = self._fork(zygote, launch, [listener.fileno(), out_w, err_w])
+            plan = backend.layout.plan(self.id, self.cgroup, self.uid, runtime_env(backend.launch.pythonpath))
+            fds = [listener.fileno(), out_w, err_w, theirs.fileno()]
+            pid = self._fork(backend.live_zygote(), plan, fds)
             if pid is None:
                 self._process = subprocess.Popen(
-                    launch.command(listener.fileno()),
-                    pass_fds=(listener.fileno(),),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out_w,
-                    stderr=err_w,
-                    cwd=self.workdir,
-                    env=self._env(launch.pythonpath),
-                    start_new_session=True,
-                    preexec_fn=partial(enter_container, self._procs_files(), launch.ids),
-                )
+                    backend.launch.once_command(plan, fds), pass_fds=fds, stdin=subprocess.DEVNULL,
+                    stdout=out_w, stderr=err_w, env=runtime_env(backend.launch.pythonpath), cwd="/",
+                    start_new_session=True)
                 pid = self._process.pid
-            port = listener.getsockname()[1]
         except BaseException:
             os.close(out_r)
             os.close(err_r)
             self._release()
             raise
         finally:
-            listener.close()
+            for closable in (listener, theirs):
+                closable.close()
             os.close(out_w)
             os.close(err_w)
-        self.proxy = ProxyClient("127.0.0.1", port)
+        self.proxy = ProxyClient.unix(str(self._socket))
         for fd, stream in ((out_r, "stdout"), (err_r, "stderr")):
             os.set_blocking(fd, False)
             self._watcher.watch_stream(fd, _feeder(self, fd, stream))
         self._watch(pid)
 
-    def _fork(self, zygote: Zygote | None, launch: Launch, fds: list[int]) -> int | None:
+    def assign(self, namespace: str) -> None:
+        """Start the runtime for ``namespace``: its gid, and its directory mounted if it has one."""
+        assert self._backend is not None and self._control is not None
+        identities = self._backend.identities
+        directory = identities.directory(namespace)
+        trees = [kernel.clone_tree(kernel.AT_FDCWD, str(directory))] if directory is not None else []
+        try:
+            fd_messages.send(self._control, {"gid": identities.gid(namespace),
+                                             "directory": str(directory) if directory else None}, trees)
+        except OSError as exc:
+            log.info("container %s is gone before it was assigned: %s", self.id, exc)
+        finally:
+            for fd in trees:
+                os.close(fd)
+        self.namespace = namespace
+
+    def _fork(self, zygote: Zygote | None, plan: ContainerPlan, fds: list[int]) -> int | None:
         if zygote is None:
             return None
         try:
-            pid = zygote.spawn([os.fsdecode(p) for p in self._procs_files()], str(self.workdir),
-                               self._env(launch.pythonpath), launch.ids, fds)
+            pid = zygote.spawn(dataclasses.asdict(plan), fds)
         except ZygoteError as exc:
             log.warning("zygote could not fork %s (%s); starting the interpreter", self.id, exc)
             return None
@@ -140,21 +181,16 @@ class ProcessContainer(Container):
         self.cgroup.set_cpu_quota(limits.cpu_quota_us, limits.cpu_period_us)
         self.cgroup.set_pids_max(limits.pids_max)
 
-    def _procs_files(self) -> list[bytes]:
-        controllers = [""] if is_v2() else ["memory", "cpu", "cpuacct", "pids"]
-        return [bytes(self.cgroup.dir(c) / "cgroup.procs") for c in dict.fromkeys(controllers)]
-
-    def _env(self, pythonpath: str) -> dict[str, str]:
-        assert self.workdir is not None
-        return runtime_env(pythonpath, self.workdir)
-
     def _signal_kill(self) -> None:
+        if self._control is not None:
+            try:
+                self._control.shutdown(socket.SHUT_RDWR)  # pid 1 kills its namespace and ends
+            except OSError:
+                pass
         self.cgroup.kill_all()
         try:
             if self._process is not None and self._process.poll() is None:
                 os.kill(self._process.pid, signal.SIGKILL)
-            elif self._process is None and self._pidfd is not None:  # forked: the pidfd is safe from pid reuse
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
         except (ProcessLookupError, OSError):
             pass
 
@@ -167,8 +203,12 @@ class ProcessContainer(Container):
             self.cgroup.destroy()
         except CgroupError as exc:
             log.warning("could not remove cgroup of %s: %s", self.id, exc)
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._control is not None:
+            self._control.close()
+        if self._socket is not None:
+            self._socket.unlink(missing_ok=True)
+        if self.uid is not None and self._backend is not None:
+            self._backend.identities.give_back(self.uid)
 
     def _apply_memory_limit(self, memory_bytes: int) -> None:
         self.cgroup.set_memory_limit(memory_bytes)
@@ -181,12 +221,12 @@ class ProcessContainer(Container):
         return self._code
 
 
-def runtime_env(pythonpath: str, home: Path) -> dict[str, str]:
+def runtime_env(pythonpath: str) -> dict[str, str]:
     """The environment a runtime starts with (its actions add theirs per activation)."""
     return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": str(home),
-        "TMPDIR": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": WRITABLE,
+        "TMPDIR": WRITABLE,
         "PYTHONPATH": pythonpath,
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -205,69 +245,37 @@ def _feeder(container: Container, fd: int, stream: str):
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """How runtimes start: interpreter, its module path, and the user they run as (None: root)."""
+    """How containers start: the interpreter, its module path, and what of the host it needs to see."""
 
     python: str
     pythonpath: str
-    ids: tuple[int, int] | None
+    paths: tuple[str, ...]  # its prefixes, its site directories, owx's package directory
 
-    def command(self, fd: int) -> list[str]:
+    def once_command(self, plan: ContainerPlan, fds: list[int]) -> list[str]:
         # -S skips site's .pth processing (50-100 ms here); site-packages stay importable via PYTHONPATH.
-        return [self.python, "-S", "-m", RUNTIME_MODULE, "--fd", str(fd)]
+        return [self.python, "-S", "-m", ZYGOTE_MODULE, "--once", json.dumps(dataclasses.asdict(plan)),
+                *map(str, fds)]
 
 
 @lru_cache(maxsize=None)
-def prepare_launch(python: str, user: str) -> Launch:
-    """Find the interpreter's site directories and whether ``user`` can run the runtime with them.
-
-    Both are tried for real once per (interpreter, user): an interpreter under /root, for
-    example, is out of reach for ``nobody``, and then actions run as root with a warning.
-    """
+def prepare_launch(python: str) -> Launch:
+    """Find the interpreter's prefixes and site directories (asked once per interpreter) and write owx's bytecode."""
     listing = subprocess.run(
-        [python, "-c", "import json, site; print(json.dumps(site.getsitepackages()))"],
-        capture_output=True,
-        timeout=30,
-        check=True,
+        [python, "-c", "import json, site, sys; print(json.dumps([sys.prefix, sys.base_prefix, "
+                       "*site.getsitepackages()]))"],
+        capture_output=True, timeout=30, check=True,
     )
-    site_dirs = [d for d in json.loads(listing.stdout) if os.path.isdir(d)]
-    pythonpath = os.pathsep.join([PACKAGE_PARENT, *site_dirs])
+    prefixes, site_dirs = json.loads(listing.stdout)[:2], json.loads(listing.stdout)[2:]
+    site_dirs = [d for d in site_dirs if os.path.isdir(d)]
     compile_owx(python)
-    return Launch(python, pythonpath, _user_ids(user, python, pythonpath))
+    return Launch(python, os.pathsep.join([str(PACKAGE_DIR.parent), *site_dirs]),
+                  tuple([*prefixes, *site_dirs, str(PACKAGE_DIR)]))
 
 
 def compile_owx(python: str) -> None:
     """Write owx's bytecode for ``python`` once: runtimes never write it (PYTHONDONTWRITEBYTECODE),
     and without it every container start compiles the runtime and checkpoint modules again
     (~0.4 s of CPU per start measured here)."""
-    done = subprocess.run([python, "-m", "compileall", "-q", str(Path(PACKAGE_PARENT) / "owx")],
-                          capture_output=True, timeout=120)
+    done = subprocess.run([python, "-m", "compileall", "-q", str(PACKAGE_DIR)], capture_output=True, timeout=120)
     if done.returncode != 0:  # a read-only install: containers still start, only slower
         log.warning("could not write owx bytecode for %s: %s", python, done.stdout.decode(errors="replace")[-300:])
-
-
-def _user_ids(user: str, python: str, pythonpath: str) -> tuple[int, int] | None:
-    if os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        log.warning("action user %r does not exist; actions run as root", user)
-        return None
-    try:
-        probe = subprocess.run(
-            [python, "-S", "-c", f"import {RUNTIME_MODULE}"],
-            user=entry.pw_uid,
-            group=entry.pw_gid,
-            extra_groups=[],
-            cwd="/",
-            env={"PYTHONPATH": pythonpath, "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            capture_output=True,
-            timeout=30,
-        )
-        failure = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] if probe.returncode else None
-    except OSError as exc:
-        failure = [str(exc)]
-    if failure is not None:
-        log.warning("user %r cannot run %s (%s); actions run as root", user, python, (failure or ["?"])[0])
-        return None
-    return entry.pw_uid, entry.pw_gid

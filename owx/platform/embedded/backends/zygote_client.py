@@ -1,19 +1,21 @@
 """The local backend's end of a runtime zygote (:mod:`owx.runtimes.zygote`).
 
-One zygote per backend; :meth:`Zygote.spawn` returns the pid of a forked runtime, and
-:meth:`Zygote.exit_code` its exit status once the zygote has reaped it.
+One zygote per backend; :meth:`Zygote.spawn` returns the pid of a forked container's first
+process, and :meth:`Zygote.exit_code` its exit status once the zygote has reaped it.
 """
 
 from __future__ import annotations
 
-import array
-import json
+import itertools
 import logging
 import queue
 import socket
 import subprocess
 import threading
+import time
 from typing import Any
+
+from owx.runtimes import fd_messages
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +23,7 @@ SPAWN_TIMEOUT_S = 10.0
 
 
 class ZygoteError(RuntimeError):
-    """The zygote could not fork a runtime (the caller starts one the usual way)."""
+    """The zygote could not fork a container (the caller starts one the usual way)."""
 
 
 class Zygote:
@@ -42,26 +44,29 @@ class Zygote:
         self._exits: dict[int, int] = {}
         self._cond = threading.Condition()
         self._request = threading.Lock()
+        self._ids = itertools.count(1)
         threading.Thread(target=self._read, name="owx-zygote-reader", daemon=True).start()
 
-    def spawn(self, procs: list[str], cwd: str, env: dict[str, str], ids: tuple[int, int] | None,
-              fds: list[int]) -> int:
-        """Fork a runtime into the cgroups whose ``cgroup.procs`` files are ``procs``; its pid."""
-        message = json.dumps({"procs": procs, "cwd": cwd, "env": env, "ids": ids}).encode()
+    def spawn(self, plan: dict[str, Any], fds: list[int]) -> int:
+        """Fork a container from ``plan`` (a ``ContainerPlan``'s fields) with ``fds``; its pid."""
         with self._request:
             if not self.alive:
                 raise ZygoteError("the zygote is not running")
+            number = next(self._ids)
+            deadline = time.monotonic() + SPAWN_TIMEOUT_S
             try:
-                self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-                reply = self._replies.get(timeout=SPAWN_TIMEOUT_S)
+                fd_messages.send(self.sock, {"id": number, "plan": plan}, fds)
+                while (reply := self._replies.get(timeout=max(0.0, deadline - time.monotonic()))).get("id", number) \
+                        != number:
+                    pass  # the late answer to a request that timed out: that container ends by itself
             except (OSError, queue.Empty) as exc:
-                raise ZygoteError(f"no answer from the zygote: {exc}") from exc
+                raise ZygoteError(f"no answer from the zygote within {SPAWN_TIMEOUT_S:.0f} s") from exc
         if "pid" not in reply:
             raise ZygoteError(reply.get("error", "the zygote refused"))
         return int(reply["pid"])
 
     def exit_code(self, pid: int, timeout: float) -> int | None:
-        """The exit status of runtime ``pid`` (waiting up to ``timeout`` for the zygote's notice)."""
+        """The exit status of container ``pid`` (waiting up to ``timeout`` for the zygote's notice)."""
         with self._cond:
             self._cond.wait_for(lambda: pid in self._exits or not self.alive, timeout)
             return self._exits.pop(pid, None)
@@ -80,8 +85,8 @@ class Zygote:
 
     def _read(self) -> None:
         try:
-            while data := self.sock.recv(65536):
-                message = json.loads(data)
+            while (received := fd_messages.receive(self.sock)) is not None:
+                message, _ = received
                 if "exited" in message:
                     with self._cond:
                         self._exits[int(message["exited"])] = int(message["code"])

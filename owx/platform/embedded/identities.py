@@ -1,0 +1,72 @@
+"""Who local containers run as: a uid of their own, their namespace's gid, their namespace's directory.
+
+Uids are drawn per container from a high range (never 0, never a host user) and given back when the
+container is gone. Gids are per namespace and kept in ``<state_dir>/namespaces.json``, so files a
+namespace's containers made stay theirs across restarts. A namespace directory,
+``<state_dir>/namespaces/<gid>``, is made on first request (Canary's checkpoint store lives there),
+owned by root and the namespace's group, mode 2770; only that namespace's containers get it mounted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+from pathlib import Path
+
+from owx.platform.settings import SandboxSettings
+
+DIRECTORY_MODE = 0o2770  # the namespace's group reads and writes; new files keep the group
+
+
+class Identities:
+    """The uid and gid allocations of one platform instance."""
+
+    def __init__(self, state_dir: Path, sandbox: SandboxSettings) -> None:
+        self.sandbox = sandbox
+        self.record = state_dir / "namespaces.json"
+        self.directories = state_dir / "namespaces"
+        self._gids: dict[str, int] = json.loads(self.record.read_text()) if self.record.exists() else {}
+        self._uids: set[int] = set()
+        self._lock = threading.Lock()
+
+    def take_uid(self) -> int:
+        """A uid no live container of this instance has."""
+        with self._lock:
+            if len(self._uids) >= self.sandbox.uid_count:
+                raise RuntimeError("every container uid is in use")
+            while (uid := self.sandbox.uid_base + random.randrange(self.sandbox.uid_count)) in self._uids:
+                pass
+            self._uids.add(uid)
+            return uid
+
+    def give_back(self, uid: int) -> None:
+        with self._lock:
+            self._uids.discard(uid)
+
+    def gid(self, namespace: str) -> int:
+        """The namespace's gid (allocated and recorded on first use)."""
+        with self._lock:
+            gid = self._gids.get(namespace)
+            if gid is None:
+                if len(self._gids) >= self.sandbox.gid_count:
+                    raise RuntimeError("every namespace gid is in use")
+                gid = self.sandbox.gid_base + len(self._gids)
+                self._gids[namespace] = gid
+                partial = self.record.with_suffix(".tmp")
+                partial.write_text(json.dumps(self._gids))
+                partial.chmod(0o600)
+                partial.replace(self.record)
+            return gid
+
+    def directory(self, namespace: str, create: bool = False) -> Path | None:
+        """The namespace's directory; None if it has none (``create``: make it now)."""
+        gid = self.gid(namespace)
+        path = self.directories / str(gid)
+        if create and not path.is_dir():
+            self.directories.mkdir(mode=0o711, exist_ok=True)
+            path.mkdir(exist_ok=True)
+            os.chown(path, 0, gid)
+            path.chmod(DIRECTORY_MODE)
+        return path if path.is_dir() else None

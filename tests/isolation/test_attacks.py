@@ -1,0 +1,339 @@
+"""Attacks run as real actions of one tenant (``mallory``) on a real ``owx up``; each must be refused.
+
+The victim is the default namespace (``guest``). Every attack returns what it tried and what the
+kernel answered (an errno name, or what it got); the test asserts the answer is a refusal, and,
+where it matters, that the victim and the gateway carry on unharmed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import secrets
+import stat
+import threading
+import zipfile
+from pathlib import Path
+
+from isolation_support import PIDS_MAX, SMALL_TMP_MB, host_pids_with, wait_until
+
+from owx.common.cgroups import Cgroup
+
+REFUSED = {"ENOENT", "EACCES", "EPERM", "EROFS", "ESRCH", "ECONNREFUSED", "ENOTDIR"}
+
+ATTEMPT = '''
+import ctypes, errno, json, os, signal, socket, subprocess, sys, time
+
+def attempt(fn):
+    try:
+        result = fn()
+        return "done" if result is None else result
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+
+def read(path):
+    with open(path, "rb") as handle:
+        return "read %d bytes" % len(handle.read())
+
+def write(path, data=b"owned"):
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+def call(result):
+    if result != 0:
+        raise OSError(ctypes.get_errno(), "")
+'''
+
+# The victim: sleeps in a child whose command line carries a marker, so the test sees it running.
+SLEEPER = ("import subprocess\ndef main(args):\n    subprocess.run(['/usr/bin/sleep', args['marker']])\n"
+           "    return {'slept': True}\n")
+
+
+def start_victim(instance, seconds: int) -> tuple[threading.Thread, list[dict], int]:
+    """A victim activation running now: its thread, where its record goes, its runtime's host pid."""
+    marker = f"{seconds}.{secrets.randbelow(10**6):06d}"
+    name = instance.victim.put(SLEEPER)
+    records: list[dict] = []
+    running = threading.Thread(target=lambda: records.append(instance.victim.invoke(name, marker=marker)))
+    running.start()
+    wait_until(lambda: host_pids_with(marker), timeout=60, what="the victim's activation")
+    (sleep,) = host_pids_with(marker)
+    runtime = int(Path(f"/proc/{sleep}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return running, records, runtime
+
+
+def not_refused(outcomes: dict) -> dict:
+    """The attempts the kernel did not refuse (an empty dict: all were refused)."""
+    return {what: answer for what, answer in outcomes.items() if answer not in REFUSED}
+
+
+def test_the_data_dir_database_and_wskprops_are_neither_visible_nor_readable(instance):
+    data_dir = instance.gateway.data_dir
+    wskprops = data_dir / "home" / ".wskprops"
+    targets = [data_dir / "owx.db", data_dir / "activations.db", wskprops, instance.state_dir / "namespaces.json",
+               "/root/.bash_history", "/etc/shadow"]
+    code = ATTEMPT + '''
+def main(args):
+    outcomes = {path: attempt(lambda: read(path)) for path in args["targets"]}
+    outcomes["data dir holds"] = attempt(lambda: os.listdir(args["data_dir"]))
+    outcomes["/root holds"] = attempt(lambda: os.listdir("/root"))
+    return outcomes
+'''
+    outcomes = instance.attacker.run(code, targets=list(map(str, targets)), data_dir=str(data_dir))
+    for place, way in (("/root holds", ".pyenv"), ("data dir holds", "platform")):  # at most an empty way to
+        found = outcomes.pop(place)  # the interpreter and to the namespace directories' mount point
+        assert found in REFUSED if isinstance(found, str) else set(found) <= {way}, (place, found)
+    assert not_refused(outcomes) == {}
+    assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+    for private in (data_dir / "owx.db", data_dir / "activations.db", wskprops):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600, private
+
+
+def test_no_other_process_environment_or_memory_can_be_read(instance):
+    victim_key = instance.victim.auth.split(":", 1)[1]
+    running, _, runtime = start_victim(instance, 15)
+    host_pids = sorted({runtime, *_instance_pids(instance)})  # its __OW_API_KEY is in the runtime's environment
+    code = ATTEMPT + '''
+def main(args):
+    visible = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    leaks = []
+    for pid in set(visible) | set(args["host_pids"]):
+        for name in ("environ", "mem", "cmdline"):
+            got = attempt(lambda: open("/proc/%d/%s" % (pid, name), "rb").read(1 << 20))
+            if isinstance(got, bytes) and args["needle"].encode() in got:
+                leaks.append("%d/%s" % (pid, name))
+    return {"visible": visible, "leaks": leaks}
+'''
+    seen = instance.attacker.run(code, host_pids=host_pids, needle=victim_key)
+    running.join()
+    assert seen["leaks"] == []
+    assert max(seen["visible"]) < 16, seen["visible"]  # its own pid namespace: its init, its runtime, its children
+
+
+def test_signals_reach_neither_other_tenants_nor_the_gateway(instance):
+    running, records, runtime = start_victim(instance, 8)
+    targets = [instance.gateway.process.pid, runtime, *_instance_pids(instance)]
+    code = ATTEMPT + '''
+def main(args):
+    return {str(pid): attempt(lambda: os.kill(pid, signal.SIGKILL)) for pid in args["targets"]}
+'''
+    outcomes = instance.attacker.run(code, targets=targets)
+    running.join()
+    assert not_refused(outcomes) == {}
+    assert records and records[0]["response"]["success"], records
+    assert instance.gateway.process.poll() is None
+
+
+def test_the_system_is_read_only_and_privileges_cannot_be_regained(instance):
+    code = ATTEMPT + '''
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+
+def main(args):
+    return {
+        "write /etc": attempt(lambda: write("/etc/owned")),
+        "write /usr/bin": attempt(lambda: write("/usr/bin/owned")),
+        "write the interpreter": attempt(lambda: write(sys.executable)),
+        "write /": attempt(lambda: write("/owned")),
+        "write owx": attempt(lambda: write(os.path.join(os.path.dirname(json.__file__), "owned.py"))),
+        "setuid 0": attempt(lambda: os.setuid(0)),
+        "user namespace": attempt(lambda: call(libc.unshare(CLONE_NEWUSER))),
+        "mount namespace": attempt(lambda: call(libc.unshare(CLONE_NEWNS))),
+        "remount / rw": attempt(lambda: call(libc.mount(None, b"/", None, 0x20, None))),
+        "kernel keyring": attempt(lambda: call(libc.syscall(250, 0, -4, 0, 0, 0))),
+        "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+    }
+'''
+    outcomes = instance.attacker.run(code)
+    identity = {key: outcomes.pop(key) for key in ("uid", "gid", "groups")}
+    assert not_refused(outcomes) == {}
+    assert identity["uid"] >= 65536 and identity["gid"] >= 65536 and identity["groups"] == [identity["gid"]]
+
+
+def test_a_container_cannot_raise_its_limits_leave_its_cgroup_or_exceed_its_memory(instance):
+    code = ATTEMPT + '''
+def main(args):
+    own = "/sys/fs/cgroup/memory"
+    outcomes = {
+        "raise memory.limit_in_bytes": attempt(lambda: write(own + "/memory.limit_in_bytes", b"-1")),
+        "raise memory.memsw.limit_in_bytes": attempt(lambda: write(own + "/memory.memsw.limit_in_bytes", b"-1")),
+        "move to the root group": attempt(lambda: write("/sys/fs/cgroup/cgroup.procs", str(os.getpid()).encode())),
+        "mount the cgroup tree": attempt(lambda: call(libc.mount(b"none", b"/tmp", b"cgroup", 0, b"memory"))),
+    }
+    return {"outcomes": outcomes, "groups": open("/proc/self/cgroup").read().split()}
+'''
+    seen = instance.attacker.run(code)
+    assert not_refused(seen["outcomes"]) == {}
+    assert all(line.endswith(":/") for line in seen["groups"]), seen["groups"]  # it cannot see where it sits
+    hog = "def main(args):\n    blob = bytearray(768 * 1024 * 1024)\n    return {'got': len(blob)}\n"
+    record = instance.attacker.invoke(instance.attacker.put(hog, limits={"memory": 256}))
+    assert not record["response"]["success"]
+    assert record["response"]["result"]["error"] == "The action exhausted its memory and was aborted."
+
+
+def test_no_daemon_outlives_its_container(instance):
+    marker = f"31337.{secrets.randbelow(10**6):06d}"
+    code = ATTEMPT + '''
+def main(args):
+    if os.fork() == 0:  # double fork and a new session: the classic daemon
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/usr/bin/sleep", ["sleep", args["marker"]])
+        os._exit(0)
+    time.sleep(0.5)
+    return {"started": True}
+'''
+    name = instance.attacker.put(code)
+    assert instance.attacker.invoke(name, marker=marker)["response"]["success"]
+    (daemon,) = host_pids_with(marker)
+    assert instance.cgroup_root in Path(f"/proc/{daemon}/cgroup").read_text()  # inside the container's cgroup
+    instance.attacker.put(code, name=name)  # a new revision: the idle container of the old one is removed
+    wait_until(lambda: not host_pids_with(marker), what="the daemon to die with its container")
+
+
+def test_a_tenant_cannot_rewrite_another_tenants_unpacked_zip_action(instance):
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr("__main__.py", "def main(args):\n    return {'who': 'victim'}\n")
+    zipped = instance.victim.put("", exec={"code": base64.b64encode(archive.getvalue()).decode(), "binary": True})
+    assert instance.victim.invoke(zipped)["response"]["result"] == {"who": "victim"}
+    code = ATTEMPT + '''
+def main(args):
+    found = {}
+    for top, dirs, files in os.walk("/", onerror=lambda e: None):
+        if top.startswith(("/proc", "/sys", "/usr", "/dev")):
+            dirs[:] = []
+        if "__main__.py" in files and os.path.basename(top).startswith("owx-action-"):
+            found[top] = attempt(lambda: write(os.path.join(top, "__main__.py"),
+                                               b"def main(args):\\n    return {'who': 'mallory'}\\n"))
+    return found
+'''
+    assert instance.attacker.run(code) == {}  # no other container's files are in its view at all
+    assert instance.victim.invoke(zipped)["response"]["result"] == {"who": "victim"}
+
+
+def test_no_runtime_can_be_reached_from_a_sandbox(instance):
+    code = ATTEMPT + '''
+def main(args):
+    paths = set()
+    for line in open("/proc/net/unix").read().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) > 7 and "/sockets/" in parts[7]:
+            paths.add(parts[7])
+    outcomes = {}
+    for path in sorted(paths):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        outcomes[path] = attempt(lambda: sock.connect(path))
+        sock.close()
+    return outcomes
+'''
+    outcomes = instance.attacker.run(code)
+    assert outcomes and not_refused(outcomes) == {}  # the runtimes' socket paths are listed, never reachable
+    assert not _tcp_listeners(_instance_pids(instance))  # and no runtime listens on TCP
+    cold = instance.victim.put("def main(args):\n    return {'cold': True}\n")  # a stem cell nobody took over
+    assert instance.victim.invoke(cold)["response"]["result"] == {"cold": True}
+
+
+def test_tmp_is_private_and_its_quota_holds(instance):
+    code = ATTEMPT + '''
+def main(args):
+    written, chunk = 0, b"x" * (1 << 20)
+    outcome = "done"
+    try:
+        with open("/tmp/fill", "wb") as handle:
+            for _ in range(args["mb"]):
+                handle.write(chunk)
+                handle.flush()
+                written += 1
+    except OSError as exc:
+        outcome = errno.errorcode[exc.errno]
+    shm = attempt(lambda: write("/dev/shm/more", chunk))
+    return {"written_mb": written, "outcome": outcome, "shm": shm, "tmp": sorted(os.listdir("/tmp"))}
+'''
+    seen = instance.attacker.run(code, mb=2 * SMALL_TMP_MB)
+    assert seen["outcome"] == "ENOSPC" and seen["written_mb"] <= SMALL_TMP_MB, seen
+    assert seen["shm"] == "ENOSPC"  # /dev/shm is the same quota
+    skeleton = instance.state_dir.parts[2] if instance.state_dir.parts[1] == "tmp" else None  # the way to the
+    assert set(seen["tmp"]) <= {"fill", "more", skeleton}, seen["tmp"]  # namespace directories; nobody's files
+
+
+def test_a_fork_bomb_is_contained_by_pids_max(instance):
+    code = ATTEMPT + '''
+def main(args):
+    children, outcome = [], "done"
+    try:
+        for _ in range(10 * args["pids_max"]):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            children.append(pid)
+    except OSError as exc:
+        outcome = errno.errorcode[exc.errno]
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return {"forked": len(children), "outcome": outcome}
+'''
+    seen = instance.attacker.run(code, pids_max=PIDS_MAX)
+    assert seen["outcome"] == "EAGAIN" and seen["forked"] < PIDS_MAX, seen
+    assert instance.victim.run("def main(args):\n    return {'fine': True}\n") == {"fine": True}
+
+
+CHECKPOINTER = ATTEMPT + '''
+from owx.canary.checkpoint import Checkpointer
+
+def main(args):
+    with Checkpointer.from_env() as ckpt:
+        ckpt.save("only", value=args.get("value", 0))
+    found = {path: attempt(lambda: read(path)) for path in args.get("targets", [])}
+    for path in args.get("targets", []):
+        namespaces = path.rsplit("/", 3)[0]  # <state>/namespaces of <state>/namespaces/<gid>/canary/<db>
+        found["list " + namespaces] = attempt(lambda: sorted(os.listdir(namespaces)))
+    return {"found": found, "saved": True}
+'''
+
+
+def test_checkpoints_of_other_namespaces_are_out_of_sight(instance):
+    canary = [{"key": "canary", "value": {"checkpoint": "explicit"}}]
+    victim = instance.victim.invoke(instance.victim.put(CHECKPOINTER, annotations=canary), value=42)
+    assert victim["response"]["success"], victim
+    gids = json.loads((instance.state_dir / "namespaces.json").read_text())
+    store = instance.state_dir / "namespaces" / str(gids["guest"]) / "canary"
+    database = store / "checkpoints.db"
+    assert database.stat().st_gid == gids["guest"] and stat.S_IMODE(database.stat().st_mode) == 0o660
+    attacker = instance.attacker.invoke(instance.attacker.put(CHECKPOINTER, annotations=canary),
+                                        targets=[str(database)])
+    assert attacker["response"]["success"], attacker  # its own store works ...
+    found = attacker["response"]["result"]["found"]
+    assert found.pop(str(database)) in REFUSED  # ... the victim's is not there
+    (listing,) = found.values()
+    assert listing == [str(gids["mallory"])], listing  # of every namespace directory, it sees its own
+
+
+def _instance_pids(instance) -> list[int]:
+    """Every process in the instance's containers (host pids)."""
+    root = Cgroup(instance.cgroup_root)
+    return [pid for node in root.children() for group in node.children() for pid in group.pids()]
+
+
+def _tcp_listeners(pids: list[int]) -> list[int]:
+    """The processes among ``pids`` that hold a listening TCP socket."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":
+                listening.add(fields[9])
+    holders = []
+    for pid in pids:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        if any(link.startswith("socket:[") and link[8:-1] in listening for link in links):
+            holders.append(pid)
+    return holders
