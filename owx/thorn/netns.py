@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from pyroute2 import IPRoute, netns
 
 PREFIX = "thn"
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class NetnsError(RuntimeError):
@@ -66,3 +71,30 @@ def run(ns: str | None, argv: Sequence[str], *, check: bool = True, input: str |
 def sysctl(ns: str | None, values: dict[str, str | int]) -> None:
     """Set sysctls inside ``ns`` in one process."""
     run(ns, ["sysctl", "-qw", *(f"{k}={v}" for k, v in values.items())])
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+@contextmanager
+def entered(ns: str | None) -> Iterator[None]:
+    """Run the block with this thread in ``ns`` (None: stay); sockets made inside belong to ``ns``."""
+    if ns is None:
+        yield
+        return
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+        try:
+            _setns(target)
+        finally:
+            os.close(target)
+        try:
+            yield
+        finally:
+            _setns(own)
+    finally:
+        os.close(own)

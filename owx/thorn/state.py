@@ -6,6 +6,8 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from owx.thorn.model import DriverName
+
 
 class RuleState(BaseModel):
     mac: str
@@ -48,12 +50,25 @@ class ReconcilerState(BaseModel):
     dumps: dict[str, int]
 
 
+class FailoverState(BaseModel):
+    """Fast failover: uplinks this node cannot use, ToRs remote VTEPs cannot be reached through, overrides."""
+
+    enabled: bool
+    down: list[str]
+    remote_lost: dict[str, list[int]]
+    overrides: dict[str, list[str]]
+    notices_sent: int
+    notices_received: int
+
+
 class ReconcilerControl(BaseModel):
     """Run-time change to the reconciler (POST /reconciler)."""
 
     model_config = ConfigDict(extra="forbid")
     drop_events: float | None = Field(default=None, ge=0.0, le=1.0)
     period_s: float | None = Field(default=None, gt=0.05, le=3600)
+    fast_failover: bool | None = None
+    driver: DriverName | None = None
 
 
 class NodeState(BaseModel):
@@ -65,6 +80,7 @@ class NodeState(BaseModel):
     paths: dict[str, list[str]]
     rules: list[RuleState]
     reconciler: ReconcilerState
+    failover: FailoverState
     errors: list[str]
     time: float = 0.0
 

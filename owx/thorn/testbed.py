@@ -29,6 +29,7 @@ TOR_SYSCTLS: dict[str, str | int] = {
     "net.ipv4.conf.default.rp_filter": 0,
     "net.ipv4.fib_multipath_hash_policy": 1,
 }
+PORT_INDEX_BASE = 1000
 
 
 class TestbedError(RuntimeError):
@@ -100,11 +101,13 @@ class Testbed:
             netns.create(ns)
         nodes = {n.name: n for n in cluster.nodes}
         tors = {t.name: t for t in cluster.tors}
-        for link in cluster.links:
+        for number, link in enumerate(cluster.links):
             node, tor = nodes[link.node], tors[link.tor]
             uplink = next(u for u in node.uplinks if u.name == link.uplink)
             with netns.ipr(tor.netns) as ipr:
-                ipr.link("add", ifname=link.port, kind="veth",
+                # The kernel defers (up to 1 s) the carrier change of a veth whose ifindex equals its peer's;
+                # ToR ports get indexes no host device has, so a host sees carrier loss at once, as with a NIC.
+                ipr.link("add", ifname=link.port, kind="veth", index=PORT_INDEX_BASE + number,
                          peer={"ifname": link.uplink, "net_ns_fd": node.netns})
                 idx = require(ipr, link.port, tor.netns)
                 ipr.link("set", index=idx, state="up")

@@ -217,7 +217,8 @@ class U32Driver(TcDriver):
         ov = self.node.overlay
         for vtep in sorted({r.vtep for r in rules}):
             idx = vxlan_up(ipr, self._tx_dev(Rule("", vtep, 0)), vxlan_id=direct_vni(ipaddress.IPv4Address(vtep)),
-                           vxlan_local=str(self.node.loopback), vxlan_group=vtep, vxlan_port=ov.dstport)
+                           vxlan_local=str(self.node.loopback), vxlan_group=vtep, vxlan_port=ov.dstport,
+                           vxlan_tos=ov.outer_tos)
             ipr.link("set", index=idx, mtu=ov.mtu)
 
     def _tx_devices(self, ipr: IPRoute) -> list[str]:
