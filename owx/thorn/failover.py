@@ -67,14 +67,17 @@ class FailoverState:
         self.epoch, self.seq = time.time(), 0
         self.announce_until = 0.0
         self.next_refresh = float("inf")
-        self.notices_sent = self.notices_received = 0
+        self.notices_sent = self.notices_received = self.bfd_downs = 0
 
     # -- inputs -------------------------------------------------------------------------
     def on_bfd(self, events: list[BfdEvent]) -> None:
         for event in events:
             uplink = event.interface if event.interface in self.asn else self.by_peer.get(event.peer)
-            if uplink is not None:
-                self.bfd[uplink] = event.state
+            if uplink is None:
+                continue
+            if self.bfd.get(uplink) == "up" and event.state != "up":
+                self.bfd_downs += 1
+            self.bfd[uplink] = event.state
 
     def on_bgp(self, established: dict[str, bool], polled_at: float) -> None:
         """BGP session states by peer address, read by a poll that started at ``polled_at`` (monotonic)."""

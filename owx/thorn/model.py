@@ -149,7 +149,10 @@ class NodeSpec(Strict):
     bfd: BfdSpec = BfdSpec()
     reconciler: ReconcilerSpec = ReconcilerSpec()
     frr_dir: Path | None = Field(default=None, description="FRR run dir; default /run/owx-thorn/<name>")
-    frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of FRR daemons; 0 = off")
+    frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of bfdd and of THORN's "
+                                 "steering thread; 0 = off")
+    frr_nexthop_groups: bool = Field(default=False, description="let zebra install kernel nexthop groups (FRR 8.4 "
+                                     "then leaves routes on one path after a link flap: off)")
     http: str = Field(default="127.0.0.1:0", pattern=r"^[0-9.]+:\d{1,5}$", description="state/metrics listen address")
 
     @model_validator(mode="after")

@@ -59,6 +59,7 @@ class FailoverState(BaseModel):
     overrides: dict[str, list[str]]
     notices_sent: int
     notices_received: int
+    bfd_downs: int = Field(description="BFD sessions of this node that went from up to down")
 
 
 class ReconcilerControl(BaseModel):

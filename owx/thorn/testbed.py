@@ -75,12 +75,13 @@ class Testbed:
 
     # -- up -------------------------------------------------------------------------------
     def up(self, hosts: int = 3, bfd: BfdSpec | None = None, period_s: float = 2.0, driver: str = "auto",
-           wait: float = 60) -> ClusterSpec:
+           wait: float = 60, nexthop_groups: bool = False) -> ClusterSpec:
         """Build everything; return when every host has ECMP to every other host and the overlay answers."""
         if self.cluster_file.exists() or netns.listing(self.prefix):
             raise TestbedError(f"testbed {self.name!r} exists; run 'owx thorn testbed down --name {self.name}' first")
         cluster = build_cluster(self.name, hosts=hosts, bfd=bfd,
-                                reconciler=ReconcilerSpec(period_s=period_s, driver=driver))
+                                reconciler=ReconcilerSpec(period_s=period_s, driver=driver),
+                                nexthop_groups=nexthop_groups)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cluster_file.write_text(dump(cluster))
         try:
@@ -118,16 +119,10 @@ class Testbed:
         with netns.ipr(tor.netns) as ipr:
             ignore_exists(ipr.addr, "add", index=require(ipr, "lo", tor.netns), address=str(tor.loopback),
                            prefixlen=32)
-        peers = []
-        nodes = {n.name: n for n in cluster.nodes}
-        for link in cluster.links:
-            if link.tor == tor.name:
-                node = nodes[link.node]
-                uplink = next(u for u in node.uplinks if u.name == link.uplink)
-                peers.append(BgpPeer(str(uplink.address.ip), node.asn))
         run_dir = self.dir / tor.name
         first = cluster.nodes[0]
-        FrrInstance(tor.netns, run_dir, first.frr_rt_priority).start(tor_config(tor, peers, first.bfd, str(run_dir)))
+        config = tor_config(tor, tor_peers(cluster, tor.name), first.bfd, str(run_dir), first.frr_nexthop_groups)
+        FrrInstance(tor.netns, run_dir, first.frr_rt_priority).start(config)
 
     def _launch(self, node: NodeSpec) -> None:
         node_file = self.dir / f"{node.name}.yaml"
@@ -243,6 +238,13 @@ class Testbed:
             removed.append(ns)
         shutil.rmtree(self.dir, ignore_errors=True)
         return removed
+
+
+def tor_peers(cluster: ClusterSpec, tor: str) -> list[BgpPeer]:
+    """The BGP sessions of a ToR: one per host uplink plugged into it."""
+    nodes = {n.name: n for n in cluster.nodes}
+    return [BgpPeer(str(u.address.ip), nodes[ln.node].asn)
+            for ln in cluster.links if ln.tor == tor for u in nodes[ln.node].uplinks if u.name == ln.uplink]
 
 
 def _alive(pid: int) -> bool:
