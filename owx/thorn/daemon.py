@@ -128,7 +128,8 @@ class NodeDaemon:
                 enabled=fo.enabled, down=sorted(fo.down),
                 remote_lost={v: sorted(loss.lost) for v, loss in dict(fo.remote).items() if loss.lost},
                 overrides={v: [f"{h.gateway}@{h.dev}" for h in hops] for v, hops in overrides.items()},
-                notices_sent=fo.notices_sent, notices_received=fo.notices_received, bfd_downs=fo.bfd_downs),
+                notices_sent=fo.notices_sent, notices_received=fo.notices_received,
+                notices_rejected=self.steering.notices.rejected if self.steering.notices else 0, bfd_downs=fo.bfd_downs),
             errors=errors)
 
 

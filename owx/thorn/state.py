@@ -59,6 +59,8 @@ class FailoverState(BaseModel):
     overrides: dict[str, list[str]]
     notices_sent: int
     notices_received: int
+    notices_rejected: int = Field(description="datagrams on the notice port that were not a valid notice from the "
+                                  "VTEP they name")
     bfd_downs: int = Field(description="BFD sessions of this node that went from up to down")
 
 

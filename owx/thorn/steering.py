@@ -35,6 +35,7 @@ class Steering:
         self.state = FailoverState(node)
         self.errors = 0
         self.last_error: str | None = None
+        self.notices: NoticeChannel | None = None
         self._vteps: frozenset[str] = frozenset()
         self._bgp_poll: tuple[dict[str, bool], float] | None = None
         self._stop = threading.Event()
@@ -85,7 +86,7 @@ class Steering:
         try:
             events = open_event_socket(self.node.netns)
             ipr = netns.ipr(self.node.netns)
-            notices = NoticeChannel(self.node)
+            notices = self.notices = NoticeChannel(self.node)
             ensure_rule(ipr)
         except BaseException as exc:  # reported by start()
             self._start_error = exc

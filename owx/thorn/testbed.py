@@ -164,7 +164,8 @@ class Testbed:
         return requests.get(self.daemon_url(node) + "/state", timeout=5).json()
 
     def converged(self) -> tuple[bool, str]:
-        """Every host has a path over every uplink to every other host, and datapath rules for each remote."""
+        """Every host has a path over every uplink to every other host and datapath rules for each remote,
+        and fast failover is quiet (no uplink down, no remote loss, no override)."""
         cluster = self.cluster()
         for node in cluster.nodes:
             try:
@@ -176,6 +177,9 @@ class Testbed:
                 hops = state["paths"].get(remote, [])
                 if len(hops) < len(node.uplinks):
                     return False, f"{node.name}: {len(hops)} path(s) to {remote}"
+            fo = state["failover"]
+            if fo["down"] or fo["remote_lost"] or fo["overrides"]:
+                return False, f"{node.name}: fast failover still active ({fo['down']}, {fo['remote_lost']})"
             macs = {a.mac for n in cluster.nodes if n.name != node.name for a in n.app_devices}
             have = {r["mac"] for r in state["rules"]}
             if not macs <= have:
