@@ -12,6 +12,7 @@ import logging
 import signal
 import threading
 import time
+from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from pydantic import ValidationError
@@ -75,7 +76,7 @@ class NodeDaemon:
             self.frr.stop()
 
     def _health_loop(self) -> None:
-        while not self._stop.wait(RECOVERY_POLL_S if self.steering.state.down else HEALTH_PERIOD_S):
+        while not self._stop.wait(RECOVERY_POLL_S if self.steering.status.down else HEALTH_PERIOD_S):
             self._poll_health()
 
     def _poll_health(self) -> None:
@@ -105,17 +106,18 @@ class NodeDaemon:
         st = self.reconciler.status
         if st.last_error:
             errors.append(f"reconciler: {st.last_error}")
-        if self.steering.last_error:
-            errors.append(f"fast failover: {self.steering.last_error}")
+        if not self.steering.alive():
+            errors.append("the fast failover (steering) process is not running")
+        elif self.steering.status.last_error:
+            errors.append(f"fast failover: {self.steering.status.last_error}")
         self._health = (daemons, bgp, bfd, errors)
 
     def state(self) -> NodeState:
         daemons, bgp, bfd, errors = self._health
-        st, fo = self.reconciler.status, self.steering.state
-        overrides = dict(fo.overrides)
+        st, fo = self.reconciler.status, self.steering.status
         return NodeState(
             node=self.node.name, loopback=str(self.node.loopback), frr_daemons=daemons, bgp=bgp, bfd=bfd,
-            paths={v: [f"{h.gateway}@{h.dev}" for h in overrides.get(v, hops)] for v, hops in st.paths.items()},
+            paths={v: fo.overrides.get(v, [f"{h.gateway}@{h.dev}" for h in hops]) for v, hops in st.paths.items()},
             rules=[RuleState(mac=r.mac, vtep=r.vtep, vni=r.vni, nexthops=[f"{h.gateway}@{h.dev}" for h in r.nexthops])
                    for r in st.rules],
             reconciler=ReconcilerState(
@@ -124,12 +126,7 @@ class NodeDaemon:
                 last_reason=st.last_reason, last_duration_ms=round(st.last_duration_ms, 2), events=st.events,
                 events_dropped=st.events_dropped, overflows=st.overflows, rules_added=st.rules_added,
                 rules_removed=st.rules_removed, errors=st.errors, last_error=st.last_error, dumps=st.dumps),
-            failover=FailoverState(
-                enabled=fo.enabled, down=sorted(fo.down),
-                remote_lost={v: sorted(loss.lost) for v, loss in dict(fo.remote).items() if loss.lost},
-                overrides={v: [f"{h.gateway}@{h.dev}" for h in hops] for v, hops in overrides.items()},
-                notices_sent=fo.notices_sent, notices_received=fo.notices_received,
-                notices_rejected=self.steering.notices.rejected if self.steering.notices else 0, bfd_downs=fo.bfd_downs),
+            failover=FailoverState(**{k: v for k, v in asdict(fo).items() if k not in ("errors", "last_error")}),
             errors=errors)
 
 
@@ -172,7 +169,7 @@ def _handler(daemon: NodeDaemon) -> type[BaseHTTPRequestHandler]:
                     self._error(409, str(exc))
                     return
             self._send(200, "application/json", ReconcilerControl(
-                drop_events=rec.drop_events, period_s=rec.period_s, fast_failover=daemon.steering.state.enabled,
+                drop_events=rec.drop_events, period_s=rec.period_s, fast_failover=daemon.steering.status.enabled,
                 driver=control.driver or DriverName(rec.driver.name)).model_dump_json())
 
         def _error(self, code: int, message: str) -> None:

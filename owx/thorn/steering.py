@@ -1,18 +1,25 @@
-"""The steering thread: fast failover (:mod:`owx.thorn.failover`) as soon as a path changes.
+"""The steering process: fast failover (:mod:`owx.thorn.failover`) as soon as a path changes.
 
-It has its own netlink subscription (links, routes), bfdd's session states and the
-notices of remote nodes, and nothing else to do: it never waits behind the
-datapath programming of the reconciler (tc commands take tens of milliseconds on
-a loaded machine). It runs at real-time priority, as FRR's daemons do.
+A process of its own, at real-time priority as bfdd: a thread of the daemon would wait for
+Python's interpreter lock whenever the kernel has descheduled another thread holding it (the
+reconciler parsing tc output, an HTTP request), which on a loaded machine takes tens of
+milliseconds. It has its own netlink subscription (links, routes), bfdd's session states and
+the notices of remote nodes; the daemon sends it the remote VTEPs, BGP session states and the
+on/off switch over a pipe, and receives a :class:`SteeringStatus` after every change.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import select
+import signal
+import sys
 import threading
 import time
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 
 from owx.thorn import netns
 from owx.thorn.bfdctl import BfdWatch
@@ -24,134 +31,209 @@ from owx.thorn.view import KernelView, Table
 
 log = logging.getLogger(__name__)
 RESYNC_S = 1.0  # re-read everything this often (lost netlink events, overrides removed behind our back)
-MIN_WAIT_S = 0.001  # a real-time thread must never spin
+MIN_WAIT_S = 0.001  # a real-time process must never spin
+
+
+@dataclass
+class SteeringStatus:
+    """What the steering process reports to the daemon."""
+
+    enabled: bool = True
+    down: list[str] = field(default_factory=list)
+    remote_lost: dict[str, list[int]] = field(default_factory=dict)
+    overrides: dict[str, list[str]] = field(default_factory=dict)  # VTEP -> ["gateway@dev", ...]
+    notices_sent: int = 0
+    notices_received: int = 0
+    notices_rejected: int = 0
+    bfd_downs: int = 0
+    errors: int = 0
+    last_error: str | None = None
 
 
 class Steering:
-    """Owns a :class:`FailoverState`; inputs from other threads arrive through ``set_vteps``/``bgp_polled``."""
+    """The daemon's handle on its steering process."""
 
     def __init__(self, node: NodeSpec) -> None:
         self.node = node
-        self.state = FailoverState(node)
-        self.errors = 0
-        self.last_error: str | None = None
-        self.notices: NoticeChannel | None = None
-        self._vteps: frozenset[str] = frozenset()
-        self._bgp_poll: tuple[dict[str, bool], float] | None = None
-        self._stop = threading.Event()
-        self._wake_r, self._wake_w = os.pipe()
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._start_error: BaseException | None = None
+        self.status = SteeringStatus(enabled=node.reconciler.fast_failover)
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: the daemon has threads
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_main, args=(node.model_dump_json(), child), daemon=True,
+                                 name=f"thorn-steering-{node.name}")
+        self._child = child
+        self._send_lock = threading.Lock()
+        self._first = threading.Event()
+        self._start_error: str | None = None
 
     def start(self, timeout: float = 30) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"thorn-steering-{self.node.name}", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise TimeoutError("steering did not start")
+        self._proc.start()
+        self._child.close()
+        threading.Thread(target=self._read, name=f"thorn-steering-reader-{self.node.name}", daemon=True).start()
+        if not self._first.wait(timeout):
+            raise TimeoutError("the steering process did not start")
         if self._start_error:
-            raise self._start_error
+            raise RuntimeError(f"steering: {self._start_error}")
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake()
-        if self._thread:
-            self._thread.join(10)
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self._send(("stop",))
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        self._conn.close()
 
     def set_vteps(self, vteps: set[str]) -> None:
         """The remote VTEPs the reconciler found (notices go to them, overrides are made for them)."""
-        if vteps != self._vteps:
-            self._vteps = frozenset(vteps)
-            self._wake()
+        self._send(("vteps", sorted(vteps)))
 
     def bgp_polled(self, established: dict[str, bool], polled_at: float) -> None:
         """BGP session states (by peer address) from a poll that started at ``polled_at`` (monotonic)."""
-        self._bgp_poll = (established, polled_at)
-        self._wake()
+        self._send(("bgp", established, polled_at))
 
     def set_enabled(self, enabled: bool) -> None:
-        self.state.enabled = enabled
-        self.state.next_refresh = 0.0  # announce the current losses (if any) again
-        self._wake()
+        self._send(("enabled", enabled))
 
-    def _wake(self) -> None:
-        os.write(self._wake_w, b"w")
+    def alive(self) -> bool:
+        return self._proc.is_alive()
 
-    def _run(self) -> None:
-        if self.node.frr_rt_priority:
-            os.sched_setscheduler(threading.get_native_id(), os.SCHED_FIFO,
-                                  os.sched_param(self.node.frr_rt_priority))
-        try:
-            events = open_event_socket(self.node.netns)
-            ipr = netns.ipr(self.node.netns)
-            notices = self.notices = NoticeChannel(self.node)
-            ensure_rule(ipr)
-        except BaseException as exc:  # reported by start()
-            self._start_error = exc
-            self._ready.set()
-            return
-        bfd = BfdWatch(self.node.run_dir / "bfdd.sock")
-        view = KernelView()
-        tables = {Table.links, Table.routes}
-        try:
-            bfd.connect()
-            self._ready.set()
-            next_resync = 0.0
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if now >= next_resync:
-                    if bfd.sock is None:
-                        bfd.connect()
-                    self._step(ipr, view, tables, notices, resync=True)
-                    next_resync = now + RESYNC_S
-                wait = max(MIN_WAIT_S, min(next_resync, self.state.next_deadline()) - time.monotonic())
-                inputs = [events, self._wake_r, notices] + ([bfd.sock] if bfd.sock else [])
-                readable, _, _ = select.select(inputs, [], [], wait)
-                if self._wake_r in readable:
-                    os.read(self._wake_r, 64)
-                poll, self._bgp_poll = self._bgp_poll, None
-                if poll is not None:
-                    self.state.on_bgp(*poll)
-                if bfd.sock in readable:
-                    self.state.on_bfd(bfd.read())
-                if notices in readable:
-                    self.state.on_notices(notices.receive(), time.monotonic())
-                changed: set[Table] = set()
-                if events in readable:
-                    try:
-                        changed = set(drain(events)) & tables
-                    except Overflow:
-                        changed = tables
-                if not self._stop.is_set():
-                    self._step(ipr, view, changed, notices, resync=False)
-        finally:
+    def _send(self, message: tuple) -> None:
+        with self._send_lock:
             try:
-                remove_overrides(ipr)
-            except Exception as exc:
-                log.warning("could not remove the override routes: %s", exc)
-            bfd.close()
-            notices.close()
-            events.close()
-            ipr.close()
+                self._conn.send(message)
+            except OSError:  # the process is gone; the daemon reports it through alive()
+                pass
 
-    def _step(self, ipr, view: KernelView, tables: set[Table], notices: NoticeChannel, resync: bool) -> None:
-        """Re-read ``tables``, tell the others about our uplinks, and set the override routes."""
+    def _read(self) -> None:
+        while True:
+            try:
+                kind, value = self._conn.recv()
+            except (EOFError, OSError):
+                self._first.set()
+                return
+            if kind == "error":
+                self._start_error = value
+            else:
+                self.status = SteeringStatus(**value)
+            self._first.set()
+
+
+def _main(node_json: str, conn: Connection) -> None:
+    node = NodeSpec.model_validate_json(node_json)
+    # a stale override could pin traffic to a path that fails later: always clean up on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s steering[{node.name}] %(levelname)s %(message)s")
+    if node.frr_rt_priority:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(node.frr_rt_priority))
+    try:
+        events = open_event_socket(node.netns)
+        ipr = netns.ipr(node.netns)
+        notices = NoticeChannel(node)
+        ensure_rule(ipr)
+    except Exception as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    try:
+        _Loop(node, conn, events, ipr, notices).run()
+    finally:
         try:
-            view.refresh(ipr, tables)
+            remove_overrides(ipr)
+        except Exception as exc:
+            log.warning("could not remove the override routes: %s", exc)
+        notices.close()
+        events.close()
+        ipr.close()
+
+
+class _Loop:
+    """The steering process's single thread."""
+
+    def __init__(self, node: NodeSpec, conn: Connection, events, ipr, notices: NoticeChannel) -> None:
+        self.node, self.conn, self.events, self.ipr, self.notices = node, conn, events, ipr, notices
+        self.state = FailoverState(node)
+        self.bfd = BfdWatch(node.run_dir / "bfdd.sock")
+        self.view = KernelView()
+        self.vteps: set[str] = set()
+        self.errors = 0
+        self.last_error: str | None = None
+        self.reported: dict | None = None
+
+    def run(self) -> None:
+        tables = {Table.links, Table.routes}
+        next_resync = 0.0
+        while True:
             now = time.monotonic()
-            st, vteps = self.state, self._vteps
-            st.update_down(st.local_down(view, now), now)
+            if now >= next_resync:
+                if self.bfd.sock is None:
+                    self.bfd.connect()
+                self.step(tables, resync=True)
+                next_resync = now + RESYNC_S
+            wait = max(MIN_WAIT_S, min(next_resync, self.state.next_deadline()) - time.monotonic())
+            inputs = [self.events, self.conn, self.notices] + ([self.bfd.sock] if self.bfd.sock else [])
+            readable, _, _ = select.select(inputs, [], [], wait)
+            if self.conn in readable and not self.take_messages():
+                return
+            if self.bfd.sock in readable:
+                self.state.on_bfd(self.bfd.read())
+            if self.notices in readable:
+                self.state.on_notices(self.notices.receive(), time.monotonic())
+            changed: set[Table] = set()
+            if self.events in readable:
+                try:
+                    changed = set(drain(self.events)) & tables
+                except Overflow:
+                    changed = tables
+            self.step(changed, resync=False)
+
+    def take_messages(self) -> bool:
+        """Apply what the daemon sent; False when it asks to stop or is gone."""
+        while self.conn.poll():
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                return False
+            kind = message[0]
+            if kind == "stop":
+                return False
+            if kind == "vteps":
+                self.vteps = set(message[1])
+            elif kind == "bgp":
+                self.state.on_bgp(message[1], message[2])
+            elif kind == "enabled":
+                self.state.enabled = message[1]
+                self.state.next_refresh = 0.0  # announce the current losses (if any) again
+        return True
+
+    def step(self, tables: set[Table], resync: bool) -> None:
+        """Re-read ``tables``, tell the others about our uplinks, set the override routes, report."""
+        st = self.state
+        try:
+            self.view.refresh(self.ipr, tables)
+            now = time.monotonic()
+            st.update_down(st.local_down(self.view, now), now)
             notice = st.notice(now)
             if notice is not None:
-                notices.send(notice, [u.name for u in self.node.uplinks if u.name not in st.down], sorted(vteps))
-            want = st.desired(view, set(vteps), now)
+                self.notices.send(notice, [u.name for u in self.node.uplinks if u.name not in st.down],
+                                  sorted(self.vteps))
+            want = st.desired(self.view, self.vteps, now)
             if want != st.overrides or resync:
-                sync_overrides(ipr, want, {link.name: i for i, link in view.links.items()})
+                sync_overrides(self.ipr, want, {link.name: i for i, link in self.view.links.items()})
                 st.overrides = want
             self.last_error = None
         except Exception as exc:  # keep steering: the next event or resync retries
             self.errors += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("steering failed: %s", exc)
+        self.report()
+
+    def report(self) -> None:
+        st = self.state
+        status = asdict(SteeringStatus(
+            enabled=st.enabled, down=sorted(st.down),
+            remote_lost={v: sorted(loss.lost) for v, loss in st.remote.items() if loss.lost},
+            overrides={v: [f"{h.gateway}@{h.dev}" for h in hops] for v, hops in st.overrides.items()},
+            notices_sent=st.notices_sent, notices_received=st.notices_received,
+            notices_rejected=self.notices.rejected, bfd_downs=st.bfd_downs, errors=self.errors,
+            last_error=self.last_error))
+        if status != self.reported:
+            self.conn.send(("status", status))
+            self.reported = status

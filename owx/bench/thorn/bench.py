@@ -20,6 +20,7 @@ no path missing after the flaps; the reconciler converges within its period + 0.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -27,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from owx.bench.results import Report
+from owx.bench.results import Report, results_dir
 from owx.bench.thorn import plots
 from owx.bench.thorn.churn import run_flaps, run_reconcile
 from owx.bench.thorn.controls import CONTROLS, Control
-from owx.bench.thorn.outages import FAULTS, OutageParams, run_outages, summary
+from owx.bench.thorn.outages import FAULTS, OutageParams, OutageResult, run_outages, summary
 from owx.bench.thorn.throughput import PLAIN, run_throughput
 from owx.thorn.measure import RT_PRIORITY
 from owx.thorn.model import BfdSpec
@@ -77,6 +78,7 @@ class Bench:
         self.tb.up(hosts=3, bfd=BfdSpec(receive_ms=a.bfd_ms, transmit_ms=a.bfd_ms), period_s=a.period, **options)
         if self.control:
             self.control.after_up(self.tb)
+            self.tb.wait_converged(60)
         driver = self.tb.state("h1")["reconciler"]["driver"]
         log(f"  up and converged in {time.monotonic() - started:.1f}s; THORN datapath driver: {driver}")
         r.figure("datapath driver in use", driver)
@@ -127,6 +129,22 @@ class Bench:
         r.goal("TCP pair over THORN: reconnects (heartbeat timeout "
                f"{a.detect_s:g} s) = 0", reconnects, 0)
         plots.plot_outages(result, r.plot_path("outages"))
+        self._write_runs(result)
+
+
+    def _write_runs(self, result: OutageResult) -> None:
+        """Every run's figures and the pairs' failures, beside the report (times: CLOCK_MONOTONIC s)."""
+        seen: dict[str, int] = {}
+        runs = []
+        for run in result.runs:
+            n = seen[run.name] = seen.get(run.name, -1) + 1
+            runs.append({"fault": run.name, "target": run.target, "started": run.started,
+                         "settled_s": round(run.settled - run.ended, 2), "converged": run.settled_ok,
+                         **{k: round(v[n], 1) for k, v in result.per_fault[run.name].items()}})
+        path = results_dir() / f"{self.report.stem}.runs.json"
+        path.write_text(json.dumps({"runs": runs, "pair_failures": result.pair["failures"],
+                                    "baseline_failures": result.baseline["failures"],
+                                    "pair_gaps_over_200ms": [g for g in result.pair["gaps"] if g[1] > 200]}, indent=1))
 
     def throughput(self, driver: str) -> None:
         a, r = self.args, self.report
@@ -186,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--detect-s", type=float, default=1.0, help="the pair's heartbeat timeout")
     parser.add_argument("--bfd-ms", type=int, default=20)
     parser.add_argument("--period", type=float, default=1.0, help="reconciler period (s)")
-    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds")
-    parser.add_argument("--seconds", type=int, default=5, help="seconds per iperf3 run")
+    parser.add_argument("--rounds", type=int, default=5, help="throughput rounds")
+    parser.add_argument("--seconds", type=int, default=4, help="seconds per iperf3 run")
     parser.add_argument("--flaps", type=int, default=50)
     parser.add_argument("--reconcile-trials", type=int, default=6)
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
