@@ -73,6 +73,11 @@ class GapTrace:
         return self.gaps + tail
 
 
+def min_gap_ms(interval_ms: float) -> float:
+    """Gaps worth keeping for a flow sent every ``interval_ms``: longer than two intervals."""
+    return max(GAP_MIN_MS, 2 * interval_ms)
+
+
 def outage_ms(gaps: list[tuple[float, float]], start: float, end: float) -> float:
     """The longest gap that overlaps [start, end] (monotonic s), cut at ``end``; 0 if none."""
     worst = 0.0
@@ -83,8 +88,8 @@ def outage_ms(gaps: list[tuple[float, float]], start: float, end: float) -> floa
     return worst
 
 
-def echo(bind: str) -> dict:
-    """Answer every request; trace the requests of each flow (client address)."""
+def echo(bind: str, interval_ms: float) -> dict:
+    """Answer every request; trace the requests of each flow (client address), sent every ``interval_ms``."""
     stop = stopper()
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)  # all flows share it
@@ -103,7 +108,7 @@ def echo(bind: str) -> dict:
         except OSError:  # no route back right now: the client sees the lost answer
             pass
         key = f"{peer[0]}:{peer[1]}"
-        traces.setdefault(key, GapTrace(started)).arrived(now)
+        traces.setdefault(key, GapTrace(started, min_gap_ms(interval_ms))).arrived(now)
     now = time.monotonic()
     return {"started": started, "stopped": now,
             "flows": {key: {"received": t.count, "gaps": t.close(now)} for key, t in traces.items()}}
@@ -122,7 +127,7 @@ def rt_client(to: str, flows: int, interval_ms: float) -> dict:
         selector.register(sock, selectors.EVENT_READ, flow)
         sockets.append(sock)
     started = time.monotonic()
-    traces = [GapTrace(started) for _ in range(flows)]
+    traces = [GapTrace(started, min_gap_ms(interval_ms)) for _ in range(flows)]
     sent = [0] * flows
     send_errors = 0
     step = interval_ms / 1000 / flows
@@ -178,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval-ms", type=float, default=5.0, help="per flow")
     parser.add_argument("--out", type=Path, help="write the JSON report here (default stdout)")
     args = parser.parse_args(argv)
-    emit(echo(args.address) if args.role == "echo" else rt_client(args.address, args.flows, args.interval_ms),
-         args.out)
+    emit(echo(args.address, args.interval_ms) if args.role == "echo"
+         else rt_client(args.address, args.flows, args.interval_ms), args.out)
     return 0
 
 

@@ -114,15 +114,16 @@ def run_outages(tb: Testbed, p: OutageParams, status_dir: Path, log) -> OutageRe
     paths = nic_routes(tb, add=True)
     status = status_dir / "baseline-path"
     pair_args = ["--interval-ms", str(p.pair_interval_ms), "--size", str(p.pair_size), "--detect-s", str(p.detect_s)]
-    servers = [measure.probe(f"{pre}a2", "echo", f"192.168.100.2:{PROBE_PORT}"),
+    servers = [measure.probe(f"{pre}a2", "echo", f"192.168.100.2:{PROBE_PORT}", "--interval-ms", str(p.interval_ms)),
                measure.pair(f"{pre}a2", "server", f"192.168.100.2:{PAIR_PORT}"),
                measure.pair(f"{pre}h2", "server", f"0.0.0.0:{BASELINE_PORT}")]
     time.sleep(0.5)
-    clients = [measure.probe(f"{pre}a1", "rt-client", f"192.168.100.2:{PROBE_PORT}", "--flows", str(p.flows),
-                             "--interval-ms", str(p.interval_ms)),
-               measure.pair(f"{pre}a1", "client", f"192.168.100.2:{PAIR_PORT}", *pair_args),
+    # the pairs stop first: the probe's report takes a while to write, at real-time priority
+    clients = [measure.pair(f"{pre}a1", "client", f"192.168.100.2:{PAIR_PORT}", *pair_args),
                measure.pair(f"{pre}h1", "client", *(f"{dst}:{BASELINE_PORT},{src}" for dst, src in paths),
-                            *pair_args, "--status", str(status))]
+                            *pair_args, "--status", str(status)),
+               measure.probe(f"{pre}a1", "rt-client", f"192.168.100.2:{PROBE_PORT}", "--flows", str(p.flows),
+                             "--interval-ms", str(p.interval_ms))]
     runs: list[FaultRun] = []
     reports: list[dict] = []
     try:
@@ -146,7 +147,7 @@ def run_outages(tb: Testbed, p: OutageParams, status_dir: Path, log) -> OutageRe
     finally:
         reports = [c.finish() for c in clients] + [s.finish() for s in servers]
         nic_routes(tb, add=False)
-    probe, pair, baseline, echo, _pair_server, _baseline_server = reports
+    pair, baseline, probe, echo, _pair_server, _baseline_server = reports
     result = OutageResult(runs, probe, echo, pair, baseline, quiet)
     result.compute()
     return result
