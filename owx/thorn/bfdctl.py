@@ -80,7 +80,8 @@ class BfdWatch:
             length, _id, kind, _version = HEADER.unpack_from(self._pending)
             if len(self._pending) < HEADER.size + length:
                 break
-            payload, self._pending = self._pending[HEADER.size:HEADER.size + length], self._pending[HEADER.size + length:]
+            end = HEADER.size + length
+            payload, self._pending = self._pending[HEADER.size:end], self._pending[end:]
             if kind == BMT_NOTIFY:
                 event = _event(payload)
                 if event is not None:

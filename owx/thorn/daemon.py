@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -191,6 +192,7 @@ def _handler(daemon: NodeDaemon) -> type[BaseHTTPRequestHandler]:
 
 def run_daemon(node: NodeSpec) -> int:
     """Run until SIGTERM/SIGINT."""
+    os.setpriority(os.PRIO_PROCESS, 0, node.daemon_nice)  # before any thread starts: they inherit it
     daemon = NodeDaemon(node)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -133,7 +133,8 @@ class FailoverState:
         self.seq += 1
         self.next_refresh = now + REFRESH_S
         self.notices_sent += 1
-        return Notice(vtep=self.node.loopback, epoch=self.epoch, seq=self.seq, lost=sorted(self.asn[u] for u in self.down))
+        lost = sorted(self.asn[u] for u in self.down)
+        return Notice(vtep=self.node.loopback, epoch=self.epoch, seq=self.seq, lost=lost)
 
     def update_down(self, down: frozenset[str], now: float) -> None:
         if down != self.down:

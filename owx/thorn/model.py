@@ -95,8 +95,8 @@ class OverlaySpec(Strict):
     dstport: int = Field(default=4789, ge=1, le=65535)
     mtu: int = Field(default=1450, ge=576, le=9000)
     outer_tos: int = Field(default=4, ge=0, le=252, description="TOS of the u32 datapath's tunnel headers; non-zero "
-                           "makes the kernel route each packet instead of caching one path per remote VTEP, so ECMP spreads "
-                           "flows (by their outer UDP source port) over all uplinks")
+                           "makes the kernel route each packet instead of caching one path per remote VTEP, so ECMP "
+                           "spreads flows (by their outer UDP source port) over all uplinks")
     route_target: str | None = Field(default=None, pattern=r"^\d{1,5}:\d{1,10}$",
                                      description="EVPN RT shared by the cluster; default 64512:<vni>")
 
@@ -151,6 +151,8 @@ class NodeSpec(Strict):
     frr_dir: Path | None = Field(default=None, description="FRR run dir; default /run/owx-thorn/<name>")
     frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of bfdd and of THORN's "
                                  "steering thread; 0 = off")
+    daemon_nice: int = Field(default=-10, ge=-20, le=19, description="nice value of the node daemon: its reconciler "
+                             "(and the tc calls it makes) runs ahead of tenants' work on a loaded machine")
     frr_nexthop_groups: bool = Field(default=False, description="let zebra install kernel nexthop groups (FRR 8.4 "
                                      "then leaves routes on one path after a link flap: off)")
     http: str = Field(default="127.0.0.1:0", pattern=r"^[0-9.]+:\d{1,5}$", description="state/metrics listen address")

@@ -133,26 +133,6 @@ class Testbed:
                                 start_new_session=True)
         (self.dir / f"{node.name}.daemon.pid").write_text(str(proc.pid))
 
-    # -- link capacity --------------------------------------------------------------------
-    def set_link_rate(self, gbit: float | None) -> None:
-        """Give every host-ToR cable a capacity of ``gbit`` (a tbf on both ends), or none (None).
-
-        veth pairs have no capacity of their own: unshaped, throughput measures the CPU
-        cost per byte. A rate models the physical links of a fabric, whose NICs do the
-        VXLAN work in hardware.
-        """
-        cluster = self.cluster()
-        tors = {t.name: t for t in cluster.tors}
-        nodes = {n.name: n for n in cluster.nodes}
-        for ln in cluster.links:
-            for ns, dev in ((nodes[ln.node].netns, ln.uplink), (tors[ln.tor].netns, ln.port)):
-                assert ns is not None
-                if gbit is None:
-                    netns.run(ns, ["tc", "qdisc", "del", "dev", dev, "root"], check=False)
-                else:  # a burst above the 64 KiB GSO size keeps tbf from segmenting
-                    netns.run(ns, ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{gbit}gbit",
-                                   "burst", "1mb", "latency", "2ms"])
-
     # -- observation ----------------------------------------------------------------------
     def daemon_url(self, node: str) -> str:
         path = self.dir / node / "http.addr"

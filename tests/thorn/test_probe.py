@@ -8,6 +8,12 @@ from owx.thorn import measure, netns
 from owx.thorn.probe import GapTrace, outage_ms
 
 
+def stop(*roles: measure.RoleProcess) -> None:
+    for role in roles:
+        if role.alive():
+            role.finish()
+
+
 def test_a_flow_that_never_answers_again_counts_to_the_end_of_the_window(prefix):
     ns = f"{prefix}p"
     netns.create(ns)
@@ -22,9 +28,7 @@ def test_a_flow_that_never_answers_again_counts_to_the_end_of_the_window(prefix)
         end = time.monotonic()
         report = client.finish()
     finally:
-        for role in (client, echo):
-            if role.alive():
-                role.finish()
+        stop(client, echo)
     assert len(report["flows"]) == 4 and len({f["port"] for f in report["flows"]}) == 4
     assert len(served["flows"]) == 4  # four 5-tuples reached the server
     for flow in report["flows"]:
@@ -56,15 +60,14 @@ def test_the_pair_reconnects_over_its_next_path_when_one_goes_silent(prefix):
     try:
         time.sleep(1.0)
         cut = time.monotonic()
-        netns.run(ns, ["nft", "-f", "-"], input=(  # path 0 drops everything from now on
-            "table inet thn_pair {\n chain out {\n  type filter hook output priority 0;\n  ip daddr 127.0.0.1 drop\n }\n}\n"))
+        rules = ("table inet thn_pair {\n chain out {\n  type filter hook output priority 0;\n"
+                 "  ip daddr 127.0.0.1 drop\n }\n}\n")
+        netns.run(ns, ["nft", "-f", "-"], input=rules)  # path 0 drops everything from now on
         time.sleep(1.5)
         report = client.finish()
         conns = server.finish()
     finally:
-        for role in (client, server):
-            if role.alive():
-                role.finish()
+        stop(client, server)
     assert [index for _, index in report["failures"]] == [0]
     assert conns["connections"] == 2
     resumed = outage_ms(report["gaps"], cut, cut + 1.5)

@@ -7,7 +7,6 @@ import os
 import secrets
 import signal
 import socket
-import subprocess
 import time
 
 import pytest
@@ -232,25 +231,3 @@ def test_frr_reload_changes_bfd_timers(tb):
     finally:
         frr.reload(host_config(node))
     assert all(p["receive-interval"] == 20 for p in frr.vtysh_json("show bfd peers json"))
-
-
-def _overlay_gbit(tb: Testbed) -> float:
-    server = subprocess.Popen(netns.wrap(f"{tb.prefix}a2", ["iperf3", "-s", "-1", "-p", "5299"]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
-        out = netns.run(f"{tb.prefix}a1", ["iperf3", "-c", "192.168.100.2", "-p", "5299", "-t", "2", "-J"])
-        return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
-    finally:
-        server.wait(timeout=10)
-
-
-def test_link_rate_caps_the_overlay_and_can_be_lifted(tb):
-    tb.set_link_rate(0.5)
-    try:
-        shaped = _overlay_gbit(tb)
-    finally:
-        tb.set_link_rate(None)
-    assert 0.3 < shaped <= 0.5 * 1.1  # iperf3 counts a little of the 1 MB token bucket burst at the edges
-    assert _overlay_gbit(tb) > 1.0
-    assert "tbf" not in netns.run(f"{tb.prefix}h1", ["tc", "qdisc", "show", "dev", "up1"]).stdout

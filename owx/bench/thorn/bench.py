@@ -95,8 +95,8 @@ class Bench:
         with tempfile.TemporaryDirectory(prefix="thn-bench-") as tmp:
             result = run_outages(self.tb, params, Path(tmp), log)
         busy1, total1 = cpu_times()
-        r.figure("CPU busy during the outage phase (whole machine)", round(100 * (busy1 - busy0) / (total1 - total0), 1),
-                 "%")
+        busy = round(100 * (busy1 - busy0) / (total1 - total0), 1)
+        r.figure("CPU busy during the outage phase (whole machine)", busy, "%")
         r.figure("round-trip gap without a fault, max (noise floor)", round(result.quiet_gap_ms(), 1), "ms")
         r.figure("fault runs not converged within 60 s after clearing", sum(not x.settled_ok for x in result.runs))
         worst = 0.0
@@ -158,7 +158,7 @@ class Bench:
         log(f"  medians: THORN {thorn:.2f}, plain {plain:.2f}, underlay {under:.2f} Gbit/s; "
             f"THORN/plain {result.ratio:.3f}, THORN/underlay {thorn / under:.3f}")
         r.figure(f"THORN datapath ({driver}) throughput, median", round(thorn, 2), "Gbit/s")
-        r.figure(f"plain bridge + VXLAN FDB datapath throughput, median", round(plain, 2), "Gbit/s")
+        r.figure("plain bridge + VXLAN FDB datapath throughput, median", round(plain, 2), "Gbit/s")
         r.figure("underlay (no overlay) throughput, median", round(under, 2), "Gbit/s")
         r.figure("THORN overlay / underlay (software VXLAN cost)", round(thorn / under, 3))
         r.goal("THORN / plain bridge-FDB throughput, unshaped veths >= 0.90", round(result.ratio, 3), 0.90,

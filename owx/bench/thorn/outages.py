@@ -114,7 +114,8 @@ def run_outages(tb: Testbed, p: OutageParams, status_dir: Path, log) -> OutageRe
     paths = nic_routes(tb, add=True)
     status = status_dir / "baseline-path"
     pair_args = ["--interval-ms", str(p.pair_interval_ms), "--size", str(p.pair_size), "--detect-s", str(p.detect_s)]
-    servers = [measure.probe(f"{pre}a2", "echo", f"192.168.100.2:{PROBE_PORT}", "--interval-ms", str(p.interval_ms)),
+    interval = ["--interval-ms", str(p.interval_ms)]
+    servers = [measure.probe(f"{pre}a2", "echo", f"192.168.100.2:{PROBE_PORT}", *interval),
                measure.pair(f"{pre}a2", "server", f"192.168.100.2:{PAIR_PORT}"),
                measure.pair(f"{pre}h2", "server", f"0.0.0.0:{BASELINE_PORT}")]
     time.sleep(0.5)
@@ -123,7 +124,7 @@ def run_outages(tb: Testbed, p: OutageParams, status_dir: Path, log) -> OutageRe
                measure.pair(f"{pre}h1", "client", *(f"{dst}:{BASELINE_PORT},{src}" for dst, src in paths),
                             *pair_args, "--status", str(status)),
                measure.probe(f"{pre}a1", "rt-client", f"192.168.100.2:{PROBE_PORT}", "--flows", str(p.flows),
-                             "--interval-ms", str(p.interval_ms))]
+                             *interval)]
     runs: list[FaultRun] = []
     reports: list[dict] = []
     try:
