@@ -126,5 +126,13 @@ def prometheus(state: NodeState) -> str:
     metric("rules_added_total", "counter", "rules added to the datapath", [({}, r.rules_added)])
     metric("rules_removed_total", "counter", "rules removed from the datapath", [({}, r.rules_removed)])
     metric("reconcile_errors_total", "counter", "failed reconcile passes", [({}, r.errors)])
+    fo = state.failover
+    metric("failover_uplinks_down", "gauge", "uplinks fast failover keeps out of use", [({}, len(fo.down))])
+    metric("failover_overrides", "gauge", "routes to remote VTEPs overridden ahead of BGP", [({}, len(fo.overrides))])
+    metric("path_notices_sent_total", "counter", "path notices sent to remote nodes", [({}, fo.notices_sent)])
+    metric("path_notices_received_total", "counter", "valid path notices received", [({}, fo.notices_received)])
+    metric("path_notices_rejected_total", "counter", "datagrams rejected on the notice port",
+           [({}, fo.notices_rejected)])
+    metric("bfd_downs_total", "counter", "BFD sessions that went down", [({}, fo.bfd_downs)])
     metric("errors", "gauge", "current health problems", [({}, len(state.errors))])
     return "\n".join(lines) + "\n"

@@ -185,6 +185,7 @@ def test_metrics_are_prometheus_text(tb):
     assert '# TYPE thorn_paths gauge' in text
     assert 'thorn_paths{node="h1",vtep="10.255.0.2"} 2' in text
     assert 'thorn_frr_daemon_up{node="h1",daemon="bgpd"} 1' in text
+    assert 'thorn_failover_overrides{node="h1"} 0' in text and "# TYPE thorn_path_notices_sent_total counter" in text
 
 
 def test_dead_frr_daemon_is_reported_and_forwarding_continues(tb):

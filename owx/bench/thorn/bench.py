@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from owx.bench.thorn.churn import run_flaps, run_reconcile
 from owx.bench.thorn.controls import CONTROLS, Control
 from owx.bench.thorn.outages import FAULTS, OutageParams, OutageResult, run_outages, summary
 from owx.bench.thorn.throughput import PLAIN, run_throughput
+from owx.thorn.faults import FaultKind
 from owx.thorn.measure import RT_PRIORITY
 from owx.thorn.model import BfdSpec
 from owx.thorn.testbed import Testbed
@@ -92,9 +94,13 @@ class Bench:
         log(f"\n== outages: {len(FAULTS)} faults x {a.runs} runs, window {a.window}s, {a.flows} flows ==")
         params = OutageParams(a.runs, a.window, a.flows, a.interval_ms, a.pair_interval_ms, a.pair_size, a.detect_s)
         busy0, total0 = cpu_times()
+        downs = self._bfd_downs()
         with tempfile.TemporaryDirectory(prefix="thn-bench-") as tmp:
             result = run_outages(self.tb, params, Path(tmp), log)
         busy1, total1 = cpu_times()
+        hosts = len(self.tb.cluster().nodes)  # a ToR takes one session of each host down, a link one
+        caused = sum(hosts if FAULTS[run.name][0] is FaultKind.tor else 1 for run in result.runs)
+        r.figure("BFD session downs not caused by a fault (outage phase)", self._bfd_downs() - downs - caused)
         busy = round(100 * (busy1 - busy0) / (total1 - total0), 1)
         r.figure("CPU busy during the outage phase (whole machine)", busy, "%")
         r.figure("round-trip gap without a fault, max (noise floor)", round(result.quiet_gap_ms(), 1), "ms")
@@ -188,6 +194,15 @@ class Bench:
         r.goal(f"reconciler converges with every event dropped, max <= period {a.period:g} s + "
                f"{RECONCILE_SLACK_S} s", round(max(times), 2), a.period + RECONCILE_SLACK_S, "s")
 
+    def keep_logs(self) -> None:
+        """FRR's and the daemons' logs of this run, beside the report (the testbed is removed after)."""
+        folder = results_dir() / f"{self.report.stem}.logs"
+        shutil.rmtree(folder, ignore_errors=True)
+        for log_file in list(self.tb.dir.glob("*.log")) + list(self.tb.dir.glob("*/*.log")):
+            target = folder / log_file.relative_to(self.tb.dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log_file, target)
+
     def _bfd_downs(self) -> int:
         return sum(self.tb.state(n.name)["failover"]["bfd_downs"] for n in self.tb.cluster().nodes)
 
@@ -212,12 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control", choices=sorted(CONTROLS), help="switch one mechanism off; its gate must fail: "
                         + "; ".join(f"{k}: {c.what} ({c.gate})" for k, c in CONTROLS.items()))
     args = parser.parse_args(argv)
+    os.setpriority(os.PRIO_PROCESS, 0, -10)  # the orchestration and polls, like the daemons, ahead of tenants
     bench = Bench(args)
     if bench.tb.cluster_file.exists():
         bench.tb.down()
     try:
         return bench.run()
     finally:
+        bench.keep_logs()
         bench.tb.down()
 
 

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 import requests
 
 from owx.thorn import faults, netns
-from owx.thorn.datapath.tc import decode_cookie, tc
+from owx.thorn.datapath.tc import tc
 from owx.thorn.faults import FaultKind
 from owx.thorn.testbed import Testbed, TestbedError
+
+CLSACT_INGRESS = 0xFFFFFFF2
 
 
 @dataclass
@@ -63,20 +65,20 @@ def run_reconcile(tb: Testbed, driver: str, trials: int, period_s: float, seed: 
     times = []
     try:
         for i in range(trials):
+            before = rule_count(ns)
             if i % 2 == 0:
                 filters = json.loads(tc(ns, ["-json", "filter", "show", "dev", "vapp0", "ingress"]))
                 handles = [f["options"]["fh"] for f in filters if f.get("options", {}).get("actions")]
-                want = len(rule_macs(ns))
                 started = time.monotonic()
                 tc(ns, ["filter", "del", "dev", "vapp0", "ingress", "pref", "100", "handle", rng.choice(handles),
                         "protocol", "all", driver])
-                done = lambda: len(rule_macs(ns)) == want  # noqa: E731
+                want = before
             else:
-                mac = f"02:00:00:00:0b:{i:02x}"
                 started = time.monotonic()
-                netns.run(ns, ["bridge", "fdb", "add", mac, "dev", "vtep0", "dst", "10.255.0.2", "self",
-                               "extern_learn"])
-                done = lambda mac=mac: mac in rule_macs(ns)  # noqa: E731
+                netns.run(ns, ["bridge", "fdb", "add", f"02:00:00:00:0b:{i:02x}", "dev", "vtep0", "dst",
+                               "10.255.0.2", "self", "extern_learn"])
+                want = before + 1
+            done = lambda want=want: rule_count(ns) == want  # noqa: E731
             while not done() and time.monotonic() - started < period_s * 5:
                 time.sleep(0.02)
             times.append(time.monotonic() - started if done() else float("inf"))
@@ -90,8 +92,8 @@ def run_reconcile(tb: Testbed, driver: str, trials: int, period_s: float, seed: 
     return times, dropped
 
 
-def rule_macs(ns: str) -> list[str]:
-    """MACs of the tc rules on h1's application port, read from the kernel."""
-    filters = json.loads(tc(ns, ["-json", "filter", "show", "dev", "vapp0", "ingress"]))
-    keys = (decode_cookie(a.get("cookie", "")) for f in filters for a in f.get("options", {}).get("actions", []))
-    return [k[0] for k in keys if k]
+def rule_count(ns: str) -> int:
+    """tc rules (filters with actions) at h1's application port, read from the kernel over netlink."""
+    with netns.ipr(ns) as ipr:
+        filters = ipr.get_filters(index=ipr.link_lookup(ifname="vapp0")[0], parent=CLSACT_INGRESS)
+        return sum(1 for f in filters if (opts := f.get_attr("TCA_OPTIONS")) and opts.get_attr("TCA_U32_ACT"))

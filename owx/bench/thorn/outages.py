@@ -31,6 +31,7 @@ from owx.thorn.probe import outage_ms
 from owx.thorn.testbed import Testbed, TestbedError
 
 PROBE_PORT, PAIR_PORT, BASELINE_PORT = 9310, 9311, 9312
+STABLE_S = 2.0
 # name -> (kind, target with {j} for the uplink/ToR number), and the goal in ms
 FAULTS = {
     "local link down": (FaultKind.link_down, "h1/up{j}", 100.0),
@@ -155,12 +156,18 @@ def run_outages(tb: Testbed, p: OutageParams, status_dir: Path, log) -> OutageRe
 
 
 def settle(tb: Testbed, timeout: float) -> bool:
-    """Wait until every host has all its paths and rules again; False if that took longer than ``timeout``."""
-    try:
-        tb.wait_converged(timeout)
-        return True
-    except TestbedError:
-        return False
+    """Wait until every host has all its paths and rules again and keeps them for STABLE_S (a session
+    that flaps once more right after coming back would overlap the next fault); False after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            tb.wait_converged(max(0.1, deadline - time.monotonic()))
+        except TestbedError:
+            return False
+        time.sleep(STABLE_S)
+        if tb.converged()[0]:
+            return True
+    return False
 
 
 def summary(values: list[float]) -> tuple[float, float]:
