@@ -192,7 +192,11 @@ def _handler(daemon: NodeDaemon) -> type[BaseHTTPRequestHandler]:
 
 def run_daemon(node: NodeSpec) -> int:
     """Run until SIGTERM/SIGINT."""
-    os.setpriority(os.PRIO_PROCESS, 0, node.daemon_nice)  # before any thread starts: they inherit it
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, node.daemon_nice)  # before any thread starts: they inherit it
+    except PermissionError:
+        log.warning("cannot set nice %d (needs CAP_SYS_NICE); the reconciler runs at normal priority",
+                    node.daemon_nice)
     daemon = NodeDaemon(node)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

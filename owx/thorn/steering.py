@@ -123,7 +123,10 @@ def _main(node_json: str, conn: Connection) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s steering[{node.name}] %(levelname)s %(message)s")
     if node.frr_rt_priority:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(node.frr_rt_priority))
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(node.frr_rt_priority))
+        except PermissionError:
+            log.warning("cannot run at real-time priority (needs CAP_SYS_NICE): failover may lag on a busy host")
     try:
         events = open_event_socket(node.netns)
         ipr = netns.ipr(node.netns)
