@@ -6,49 +6,26 @@ timeout and see ENOBUFS, the kernel's way of saying events were lost.
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import os
 import socket
 import struct
-from pathlib import Path
 
+from owx.thorn import netns
 from owx.thorn.view import Table
 
 NETLINK_ROUTE = 0
 RTMGRP_LINK = 0x1
 RTMGRP_NEIGH = 0x4
 RTMGRP_IPV4_ROUTE = 0x40
-CLONE_NEWNET = 0x40000000
 MSG_TABLES = {16: Table.links, 17: Table.links, 24: Table.routes, 25: Table.routes}
 RTM_NEWNEIGH, RTM_DELNEIGH = 28, 29
 NLMSG_HDR = struct.Struct("=IHHII")
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
-
 
 def open_event_socket(ns: str | None, rcvbuf: int = 1 << 20) -> socket.socket:
-    """Subscribe to link/route/neighbour notifications of ``ns`` (switches this thread's netns briefly)."""
-    groups = RTMGRP_LINK | RTMGRP_NEIGH | RTMGRP_IPV4_ROUTE
-    if ns is None:
-        return _bound(groups, rcvbuf)
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(Path("/run/netns") / ns, os.O_RDONLY)
-    try:
-        _setns(target)
-        try:
-            return _bound(groups, rcvbuf)
-        finally:
-            _setns(own)
-    finally:
-        os.close(own)
-        os.close(target)
+    """Subscribe to link/route/neighbour notifications of ``ns``."""
+    with netns.entered(ns):
+        return _bound(RTMGRP_LINK | RTMGRP_NEIGH | RTMGRP_IPV4_ROUTE, rcvbuf)
 
 
 def _bound(groups: int, rcvbuf: int) -> socket.socket:

@@ -93,9 +93,10 @@ class FrrInstance:
             if time.monotonic() > deadline:
                 raise FrrError(f"{daemon} in {self.ns} exited at start; see {d}/{daemon}.log")
             time.sleep(0.05)
-        if self.rt_priority:
-            # BFD at 20 ms x 3 tolerates no scheduling delay beyond ~60 ms; on a loaded machine
-            # a normal-priority bfdd misses it and sessions flap. Real-time scheduling avoids that.
+        if self.rt_priority and daemon == "bfdd":
+            # BFD at 20 ms x 3 tolerates no scheduling delay beyond ~60 ms; on a loaded machine a
+            # normal-priority bfdd misses it and sessions flap. Only bfdd: it sleeps between packets,
+            # while zebra and bgpd can run long (a real-time bgpd that spins starves the machine).
             for task in Path(f"/proc/{pid}/task").iterdir():
                 os.sched_setscheduler(int(task.name), os.SCHED_FIFO, os.sched_param(self.rt_priority))
 

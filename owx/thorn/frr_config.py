@@ -39,9 +39,10 @@ def _header(hostname: str, daemon: str, log_dir: str) -> list[str]:
     return ["frr defaults datacenter", f"hostname {hostname}", f"log file {log_dir}/{daemon}.log informational", "!"]
 
 
-def zebra_conf(hostname: str, log_dir: str) -> str:
+def zebra_conf(hostname: str, log_dir: str, nexthop_groups: bool = False) -> str:
     # FRR's kernel nexthop groups leave a route on one path after a flap ("Nexthop id does not exist")
-    return "\n".join(_header(hostname, "zebra", log_dir) + ["no zebra nexthop kernel enable", "!", ""])
+    groups = [] if nexthop_groups else ["no zebra nexthop kernel enable", "!"]
+    return "\n".join(_header(hostname, "zebra", log_dir) + groups + [""])
 
 
 def bfdd_conf(hostname: str, bfd: BfdSpec, log_dir: str) -> str:
@@ -106,10 +107,12 @@ def host_config(node: NodeSpec) -> FrrConfig:
         "!",
         "",
     ]
-    return FrrConfig(zebra_conf(node.name, log_dir), bfdd_conf(node.name, node.bfd, log_dir), "\n".join(bgp))
+    return FrrConfig(zebra_conf(node.name, log_dir, node.frr_nexthop_groups), bfdd_conf(node.name, node.bfd, log_dir),
+                     "\n".join(bgp))
 
 
-def tor_config(tor: TorSpec, peers: list[BgpPeer], bfd: BfdSpec, log_dir: str) -> FrrConfig:
+def tor_config(tor: TorSpec, peers: list[BgpPeer], bfd: BfdSpec, log_dir: str,
+               nexthop_groups: bool = False) -> FrrConfig:
     """A ToR: eBGP to each host port, ECMP, and EVPN passed on with the VTEP next hop unchanged."""
     bgp = _header(tor.name, "bgpd", log_dir) + [
         f"router bgp {tor.asn}",
@@ -124,4 +127,5 @@ def tor_config(tor: TorSpec, peers: list[BgpPeer], bfd: BfdSpec, log_dir: str) -
     for peer in peers:
         bgp += [f"  neighbor {peer.address} activate", f"  neighbor {peer.address} attribute-unchanged next-hop"]
     bgp += [" exit-address-family", "exit", "!", ""]
-    return FrrConfig(zebra_conf(tor.name, log_dir), bfdd_conf(tor.name, bfd, log_dir), "\n".join(bgp))
+    return FrrConfig(zebra_conf(tor.name, log_dir, nexthop_groups), bfdd_conf(tor.name, bfd, log_dir),
+                     "\n".join(bgp))

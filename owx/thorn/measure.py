@@ -1,4 +1,4 @@
-"""Start probe processes in testbed namespaces; find the uplink a flow uses."""
+"""Start measuring roles (``owx.thorn.probe``, ``owx.thorn.pair``) in testbed namespaces; read link counters."""
 
 from __future__ import annotations
 
@@ -7,21 +7,22 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from owx.thorn import netns
 from owx.thorn.setup import require
-from owx.thorn.testbed import Testbed
+
+# Real-time, below FRR's daemons: other tenants' CPU load must not read as a network outage.
+RT_PRIORITY = 20
 
 
-class ProbeProcess:
-    """One ``owx.thorn.probe`` role running in a namespace."""
+class RoleProcess:
+    """``python -m MODULE ROLE ARGS... --out FILE`` running in a namespace until :meth:`finish`."""
 
-    def __init__(self, ns: str, role: str, address: str, interval_ms: float = 1.0) -> None:
+    def __init__(self, ns: str, module: str, role: str, *args: str) -> None:
         self.out = Path(tempfile.mkstemp(prefix=f"thn-{role}-", suffix=".json")[1])
-        argv = netns.wrap(ns, [sys.executable, "-m", "owx.thorn.probe", role, address,
-                               "--interval-ms", str(interval_ms), "--out", str(self.out)])
+        argv = netns.wrap(ns, ["chrt", "--fifo", str(RT_PRIORITY), sys.executable, "-m", module, role, *args,
+                               "--out", str(self.out)])
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def alive(self) -> bool:
@@ -36,27 +37,28 @@ class ProbeProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-        self.proc.stderr and self.proc.stderr.close()
+        assert self.proc.stderr is not None
+        err = self.proc.stderr.read().decode()
+        self.proc.stderr.close()
         try:
             return json.loads(self.out.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise RuntimeError(f"probe produced no report: {err[-800:]}") from exc
+            raise RuntimeError(f"{' '.join(self.proc.args[-6:])} produced no report: {err[-800:]}") from exc
         finally:
             self.out.unlink(missing_ok=True)
+
+
+def probe(ns: str, role: str, addr: str, *args: str) -> RoleProcess:
+    """A round-trip probe role (``echo`` or ``rt-client``)."""
+    return RoleProcess(ns, "owx.thorn.probe", role, addr, *args)
+
+
+def pair(ns: str, role: str, *args: str) -> RoleProcess:
+    """A long-running pair role (``server`` or ``client``)."""
+    return RoleProcess(ns, "owx.thorn.pair", role, *args)
 
 
 def tx_packets(ns: str, dev: str) -> int:
     with netns.ipr(ns) as ipr:
         link = ipr.get_links(require(ipr, dev, ns))[0]
         return link.get("IFLA_STATS64")["tx_packets"]
-
-
-def busiest_uplink(tb: Testbed, node: str, seconds: float = 0.3) -> str:
-    """The uplink of ``node`` that sent the most packets over ``seconds`` (the one a flow hashes to)."""
-    spec = tb.node(node)
-    assert spec.netns is not None
-    before = {u.name: tx_packets(spec.netns, u.name) for u in spec.uplinks}
-    time.sleep(seconds)
-    delta = {u: tx_packets(spec.netns, u) - n for u, n in before.items()}
-    return max(delta, key=delta.__getitem__)

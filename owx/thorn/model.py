@@ -94,6 +94,9 @@ class OverlaySpec(Strict):
     bridge: IFNAME = "br0"
     dstport: int = Field(default=4789, ge=1, le=65535)
     mtu: int = Field(default=1450, ge=576, le=9000)
+    outer_tos: int = Field(default=4, ge=0, le=252, description="TOS of the u32 datapath's tunnel headers; non-zero "
+                           "makes the kernel route each packet instead of caching one path per remote VTEP, so ECMP "
+                           "spreads flows (by their outer UDP source port) over all uplinks")
     route_target: str | None = Field(default=None, pattern=r"^\d{1,5}:\d{1,10}$",
                                      description="EVPN RT shared by the cluster; default 64512:<vni>")
 
@@ -128,6 +131,9 @@ class ReconcilerSpec(Strict):
     period_s: float = Field(default=2.0, gt=0.05, le=3600, description="full re-dump period")
     driver: DriverName = DriverName.auto
     drop_events: float = Field(default=0.0, ge=0.0, le=1.0, description="fraction of netlink events ignored on purpose")
+    fast_failover: bool = Field(default=True, description="steer around a lost uplink (own or a remote node's) at "
+                                "once, before BGP converges (see owx.thorn.failover)")
+    notice_port: int = Field(default=4799, ge=1, le=65535, description="UDP port of path notices between nodes")
 
 
 class NodeSpec(Strict):
@@ -143,7 +149,12 @@ class NodeSpec(Strict):
     bfd: BfdSpec = BfdSpec()
     reconciler: ReconcilerSpec = ReconcilerSpec()
     frr_dir: Path | None = Field(default=None, description="FRR run dir; default /run/owx-thorn/<name>")
-    frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of FRR daemons; 0 = off")
+    frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of bfdd and of THORN's "
+                                 "steering thread; 0 = off")
+    daemon_nice: int = Field(default=-10, ge=-20, le=19, description="nice value of the node daemon: its reconciler "
+                             "(and the tc calls it makes) runs ahead of tenants' work on a loaded machine")
+    frr_nexthop_groups: bool = Field(default=False, description="let zebra install kernel nexthop groups (FRR 8.4 "
+                                     "then leaves routes on one path after a link flap: off)")
     http: str = Field(default="127.0.0.1:0", pattern=r"^[0-9.]+:\d{1,5}$", description="state/metrics listen address")
 
     @model_validator(mode="after")

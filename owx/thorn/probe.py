@@ -1,172 +1,190 @@
-"""Application-level traffic for measuring failover: a 1 ms UDP probe and a long-running TCP pair.
+"""A round-trip probe over many flows: what an application on the overlay sees during a fault.
+
+``rt-client`` keeps ``flows`` UDP flows (one socket, so one source port, each) in
+request/response with an ``echo`` server; each flow sends one request every
+``interval_ms``. The client timestamps every response on its own clock and keeps,
+per flow, the gaps between consecutive responses: a gap is a round-trip outage of
+that flow. A flow that stops answering is closed with a gap running to the moment
+the client stops, so a path that never comes back counts as an outage to the end.
+The echo server keeps the same trace of requests per flow (the request direction).
 
 Run inside application namespaces (``ip netns exec NS python -m owx.thorn.probe ...``);
 each process runs until SIGTERM and then writes a JSON report. Times are
-CLOCK_MONOTONIC, which every namespace of a machine shares, so a caller can
-line gaps up with the moment it injected a fault.
+CLOCK_MONOTONIC, which every namespace of a machine shares, so a caller can line
+gaps up with the moment it injected a fault.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import selectors
 import signal
 import socket
 import struct
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKET = struct.Struct("!Qd")  # sequence, send time
-GAP_REPORT_MS = 3.0
+REQUEST = struct.Struct("!HQd")  # flow, sequence, send time
+PAD = b"\0" * 46
+GAP_MIN_MS = 3.0
+RCVBUF = 8 << 20
+SO_RCVBUFFORCE = 33  # Linux; not exported by the socket module
 
 
-def _stopper() -> threading.Event:
+def stopper() -> threading.Event:
+    """An event set by SIGTERM or SIGINT."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     return stop
 
 
-def _addr(text: str) -> tuple[str, int]:
+def address(text: str) -> tuple[str, int]:
     host, port = text.rsplit(":", 1)
     return host, int(port)
 
 
-def udp_send(to: str, interval_ms: float) -> dict:
-    stop = _stopper()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    dest = _addr(to)
-    seq = 0
-    errors = 0
-    next_at = time.monotonic()
-    while not stop.is_set():
-        try:
-            sock.sendto(PACKET.pack(seq, time.monotonic()) + b"\0" * 48, dest)
-        except OSError:  # e.g. no route during a fault: the packet is lost, keep the clock
-            errors += 1
-        seq += 1
-        next_at += interval_ms / 1000
-        delay = next_at - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        elif delay < -0.1:  # we were descheduled; do not burst to catch up
-            next_at = time.monotonic()
-    return {"sent": seq, "send_errors": errors}
+@dataclass
+class GapTrace:
+    """Arrival times of one flow, kept as the gaps longer than ``min_ms`` between arrivals."""
+
+    started: float
+    min_ms: float = GAP_MIN_MS
+    last: float | None = None
+    count: int = 0
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # (start, length ms)
+
+    def arrived(self, now: float) -> None:
+        since = self.started if self.last is None else self.last
+        if (now - since) * 1000 > self.min_ms:
+            self.gaps.append((since, (now - since) * 1000))
+        self.last = now
+        self.count += 1
+
+    def close(self, now: float) -> list[tuple[float, float]]:
+        """The gaps, with an open one running to ``now`` if nothing arrived since."""
+        since = self.started if self.last is None else self.last
+        tail = [(since, (now - since) * 1000)] if (now - since) * 1000 > self.min_ms else []
+        return self.gaps + tail
 
 
-def udp_recv(bind: str) -> dict:
-    """Record every gap between consecutive arrivals longer than GAP_REPORT_MS."""
-    stop = _stopper()
+def min_gap_ms(interval_ms: float) -> float:
+    """Gaps worth keeping for a flow sent every ``interval_ms``: longer than two intervals."""
+    return max(GAP_MIN_MS, 2 * interval_ms)
+
+
+def outage_ms(gaps: list[tuple[float, float]], start: float, end: float) -> float:
+    """The longest gap that overlaps [start, end] (monotonic s), cut at ``end``; 0 if none."""
+    worst = 0.0
+    for began, length_ms in gaps:
+        finished = began + length_ms / 1000
+        if began <= end and finished >= start:
+            worst = max(worst, (min(finished, end) - began) * 1000)
+    return worst
+
+
+def echo(bind: str, interval_ms: float) -> dict:
+    """Answer every request; trace the requests of each flow (client address), sent every ``interval_ms``."""
+    stop = stopper()
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(_addr(bind))
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)  # all flows share it
+    sock.bind(address(bind))
     sock.settimeout(0.05)
-    received = 0
-    last_arrival: float | None = None
-    max_seq = -1
-    gaps: list[tuple[float, float]] = []
+    started = time.monotonic()
+    traces: dict[str, GapTrace] = {}
     while not stop.is_set():
         try:
-            data = sock.recv(256)
+            data, peer = sock.recvfrom(256)
         except TimeoutError:
             continue
         now = time.monotonic()
-        seq, _sent = PACKET.unpack_from(data)
-        received += 1
-        max_seq = max(max_seq, seq)
-        if last_arrival is not None and (now - last_arrival) * 1000 > GAP_REPORT_MS:
-            gaps.append((last_arrival, (now - last_arrival) * 1000))
-        last_arrival = now
-    return {"received": received, "lost": max(0, max_seq + 1 - received), "gaps": gaps}
-
-
-def pair_server(bind: str) -> dict:
-    """Echo every message; count connections (more than one means the client reconnected)."""
-    stop = _stopper()
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(_addr(bind))
-    srv.listen(4)
-    srv.settimeout(0.2)
-    connections = 0
-
-    def echo(conn: socket.socket) -> None:
-        with conn:
-            while not stop.is_set():
-                data = conn.recv(65536)
-                if not data:
-                    return
-                conn.sendall(data)
-
-    while not stop.is_set():
         try:
-            conn, _ = srv.accept()
-        except TimeoutError:
-            continue
-        connections += 1
-        threading.Thread(target=echo, args=(conn,), daemon=True).start()
-    return {"connections": connections}
+            sock.sendto(data, peer)
+        except OSError:  # no route back right now: the client sees the lost answer
+            pass
+        key = f"{peer[0]}:{peer[1]}"
+        traces.setdefault(key, GapTrace(started, min_gap_ms(interval_ms))).arrived(now)
+    now = time.monotonic()
+    return {"started": started, "stopped": now,
+            "flows": {key: {"received": t.count, "gaps": t.close(now)} for key, t in traces.items()}}
 
 
-def pair_client(to: str, interval_ms: float, size: int = 4096) -> dict:
-    """Exchange a message every interval; reconnect on any error and count it; track the longest stall."""
-    stop = _stopper()
-    reconnects = -1
-    exchanges = 0
-    max_rtt_ms = 0.0
-    payload = b"x" * size
+def rt_client(to: str, flows: int, interval_ms: float) -> dict:
+    """Send one request per flow every ``interval_ms`` (spread evenly); trace the answers per flow."""
+    stop = stopper()
+    dest = address(to)
+    selector = selectors.DefaultSelector()
+    sockets = []
+    for flow in range(flows):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        sock.connect(dest)
+        selector.register(sock, selectors.EVENT_READ, flow)
+        sockets.append(sock)
+    started = time.monotonic()
+    traces = [GapTrace(started, min_gap_ms(interval_ms)) for _ in range(flows)]
+    sent = [0] * flows
+    send_errors = 0
+    step = interval_ms / 1000 / flows
+    next_at, turn = started, 0
     while not stop.is_set():
+        now = time.monotonic()
+        if now - next_at > 0.1:  # we were descheduled: do not burst to catch up
+            next_at = now
+        while next_at <= now:
+            flow = turn % flows
+            try:
+                sockets[flow].send(REQUEST.pack(flow, sent[flow], now) + PAD)
+            except OSError:  # no route or an ICMP error during a fault: the request is lost
+                send_errors += 1
+            sent[flow] += 1
+            turn += 1
+            next_at += step
+        for key, _ in selector.select(max(0.0, next_at - time.monotonic())):
+            _drain(key.fileobj, traces[key.data])  # type: ignore[arg-type]
+    now = time.monotonic()
+    return {"started": started, "stopped": now, "interval_ms": interval_ms, "send_errors": send_errors,
+            "flows": [{"port": s.getsockname()[1], "sent": n, "received": t.count, "gaps": t.close(now)}
+                      for s, n, t in zip(sockets, sent, traces)]}
+
+
+def _drain(sock: socket.socket, trace: GapTrace) -> None:
+    while True:
         try:
-            with socket.create_connection(_addr(to), timeout=30) as sock:
-                reconnects += 1
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                while not stop.is_set():
-                    started = time.monotonic()
-                    sock.sendall(payload)
-                    got = 0
-                    while got < size:
-                        chunk = sock.recv(size - got)
-                        if not chunk:
-                            raise ConnectionError("peer closed")
-                        got += len(chunk)
-                    max_rtt_ms = max(max_rtt_ms, (time.monotonic() - started) * 1000)
-                    exchanges += 1
-                    time.sleep(interval_ms / 1000)
-        except OSError:
-            time.sleep(0.1)
-    return {"reconnects": max(0, reconnects), "exchanges": exchanges, "max_stall_ms": round(max_rtt_ms, 1)}
+            sock.recv(256)
+        except BlockingIOError:
+            return
+        except OSError as exc:  # ICMP error queued on the connected socket
+            if exc.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+                continue
+            raise
+        trace.arrived(time.monotonic())
 
 
-def outage_ms(gaps: list[list[float]], start: float, end: float) -> float:
-    """Longest arrival gap that overlaps [start, end] (monotonic seconds); 0 if none."""
-    worst = 0.0
-    for began, gap_ms in gaps:
-        if began <= end and began + gap_ms / 1000 >= start:
-            worst = max(worst, gap_ms)
-    return worst
+def emit(report: dict, out: Path | None) -> None:
+    """Write a role's report to ``out`` (or stdout) as JSON."""
+    text = json.dumps(report)
+    if out:
+        out.write_text(text)
+    else:
+        sys.stdout.write(text + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m owx.thorn.probe", description=__doc__.splitlines()[0])
-    parser.add_argument("role", choices=["udp-send", "udp-recv", "pair-server", "pair-client"])
+    parser.add_argument("role", choices=["echo", "rt-client"])
     parser.add_argument("address", help="IP:PORT to send to / bind")
-    parser.add_argument("--interval-ms", type=float, default=1.0)
+    parser.add_argument("--flows", type=int, default=32)
+    parser.add_argument("--interval-ms", type=float, default=5.0, help="per flow")
     parser.add_argument("--out", type=Path, help="write the JSON report here (default stdout)")
     args = parser.parse_args(argv)
-    if args.role == "udp-send":
-        report = udp_send(args.address, args.interval_ms)
-    elif args.role == "udp-recv":
-        report = udp_recv(args.address)
-    elif args.role == "pair-server":
-        report = pair_server(args.address)
-    else:
-        report = pair_client(args.address, args.interval_ms)
-    text = json.dumps(report)
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text + "\n")
+    emit(echo(args.address, args.interval_ms) if args.role == "echo"
+         else rt_client(args.address, args.flows, args.interval_ms), args.out)
     return 0
 
 

@@ -3,7 +3,9 @@
 Netlink is best effort, so an event is only a hint: on each one the affected
 table is re-dumped in full, and every ``period_s`` all tables are re-dumped, so
 a lost event delays convergence by at most one period. ``drop_events`` ignores
-that fraction of events on purpose, to prove it.
+that fraction of events on purpose, to prove it. The remote VTEPs it finds are
+handed to ``on_vteps`` (fast failover steers the paths to them, see
+:mod:`owx.thorn.steering`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import random
 import select
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from owx.thorn import netns
@@ -48,9 +51,11 @@ class ReconcileStatus:
 class Reconciler:
     """Runs in its own thread; ``status`` is a consistent snapshot after each pass."""
 
-    def __init__(self, node: NodeSpec, driver: DatapathDriver) -> None:
+    def __init__(self, node: NodeSpec, driver: DatapathDriver,
+                 on_vteps: Callable[[set[str]], None] | None = None) -> None:
         self.node = node
         self.driver = driver
+        self.on_vteps = on_vteps
         self.period_s = node.reconciler.period_s
         self.drop_events = node.reconciler.drop_events
         self.status = ReconcileStatus()
@@ -61,6 +66,7 @@ class Reconciler:
         self._passed = threading.Condition()
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
+        self._next_driver: DatapathDriver | None = None
 
     def start(self, timeout: float = 30) -> None:
         """Start the thread; return after the first full pass (raise if it could not subscribe)."""
@@ -82,6 +88,11 @@ class Reconciler:
     def kick(self) -> None:
         """Ask for a full pass now."""
         os.write(self._wake_w, b"k")
+
+    def replace_driver(self, driver: DatapathDriver) -> None:
+        """Switch datapaths: the next pass removes the old driver's rules and installs the new one's."""
+        self._next_driver = driver
+        self.kick()
 
     def wait_pass(self, after: float, timeout: float) -> bool:
         """Wait until a pass completed after unix time ``after``."""
@@ -150,9 +161,14 @@ class Reconciler:
             view.refresh(ipr, tables)
             ov = self.node.overlay
             rules = desired_rules(view, ov.vtep, ov.vni)
-            result = self.driver.sync(rules)
             vteps = {e.dst for e in view.fdb if e.dev == ov.vtep and e.dst and e.mac == ZERO_MAC}
             vteps |= {r.vtep for r in rules}
+            if self.on_vteps:
+                self.on_vteps(vteps)
+            if self._next_driver is not None:
+                self.driver.close()
+                self.driver, self._next_driver = self._next_driver, None
+            result = self.driver.sync(rules)
             status_paths = paths(view, vteps)
         except Exception as exc:  # keep running: the next event or period retries
             self.status.errors += 1

@@ -103,7 +103,8 @@ def _ensure_app_device(ipr: IPRoute, node: NodeSpec, spec: AppDeviceSpec, bridge
         ipr.link("set", index=port, master=bridge, mtu=node.overlay.mtu, state="up")
         _configure_app_end(spec, node.overlay.mtu)
         # the application's MAC is known before it sends: EVPN announces it at once
-        ignore_exists(ipr.fdb, "add", ifindex=port, lladdr=spec.mac, master=bridge, state=0x40)  # NUD_NOARP: static, not local
+        # replace: the bridge may have learned the MAC already (the app sent a frame), as a dynamic entry
+        ipr.fdb("replace", ifindex=port, lladdr=spec.mac, master=bridge, state=0x40)  # NUD_NOARP: static, not local
     elif spec.kind is AppDeviceKind.macvlan:
         with netns.ipr(spec.netns) as app:
             present = index_of(app, spec.name) is not None

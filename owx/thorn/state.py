@@ -6,6 +6,8 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from owx.thorn.model import DriverName
+
 
 class RuleState(BaseModel):
     mac: str
@@ -48,12 +50,28 @@ class ReconcilerState(BaseModel):
     dumps: dict[str, int]
 
 
+class FailoverState(BaseModel):
+    """Fast failover: uplinks this node cannot use, ToRs remote VTEPs cannot be reached through, overrides."""
+
+    enabled: bool
+    down: list[str]
+    remote_lost: dict[str, list[int]]
+    overrides: dict[str, list[str]]
+    notices_sent: int
+    notices_received: int
+    notices_rejected: int = Field(description="datagrams on the notice port that were not a valid notice from the "
+                                  "VTEP they name")
+    bfd_downs: int = Field(description="BFD sessions of this node that went from up to down")
+
+
 class ReconcilerControl(BaseModel):
     """Run-time change to the reconciler (POST /reconciler)."""
 
     model_config = ConfigDict(extra="forbid")
     drop_events: float | None = Field(default=None, ge=0.0, le=1.0)
     period_s: float | None = Field(default=None, gt=0.05, le=3600)
+    fast_failover: bool | None = None
+    driver: DriverName | None = None
 
 
 class NodeState(BaseModel):
@@ -65,6 +83,7 @@ class NodeState(BaseModel):
     paths: dict[str, list[str]]
     rules: list[RuleState]
     reconciler: ReconcilerState
+    failover: FailoverState
     errors: list[str]
     time: float = 0.0
 
@@ -107,5 +126,13 @@ def prometheus(state: NodeState) -> str:
     metric("rules_added_total", "counter", "rules added to the datapath", [({}, r.rules_added)])
     metric("rules_removed_total", "counter", "rules removed from the datapath", [({}, r.rules_removed)])
     metric("reconcile_errors_total", "counter", "failed reconcile passes", [({}, r.errors)])
+    fo = state.failover
+    metric("failover_uplinks_down", "gauge", "uplinks fast failover keeps out of use", [({}, len(fo.down))])
+    metric("failover_overrides", "gauge", "routes to remote VTEPs overridden ahead of BGP", [({}, len(fo.overrides))])
+    metric("path_notices_sent_total", "counter", "path notices sent to remote nodes", [({}, fo.notices_sent)])
+    metric("path_notices_received_total", "counter", "valid path notices received", [({}, fo.notices_received)])
+    metric("path_notices_rejected_total", "counter", "datagrams rejected on the notice port",
+           [({}, fo.notices_rejected)])
+    metric("bfd_downs_total", "counter", "BFD sessions that went down", [({}, fo.bfd_downs)])
     metric("errors", "gauge", "current health problems", [({}, len(state.errors))])
     return "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ TOR_SYSCTLS: dict[str, str | int] = {
     "net.ipv4.conf.default.rp_filter": 0,
     "net.ipv4.fib_multipath_hash_policy": 1,
 }
+PORT_INDEX_BASE = 1000
 
 
 class TestbedError(RuntimeError):
@@ -74,12 +75,13 @@ class Testbed:
 
     # -- up -------------------------------------------------------------------------------
     def up(self, hosts: int = 3, bfd: BfdSpec | None = None, period_s: float = 2.0, driver: str = "auto",
-           wait: float = 60) -> ClusterSpec:
+           wait: float = 60, nexthop_groups: bool = False) -> ClusterSpec:
         """Build everything; return when every host has ECMP to every other host and the overlay answers."""
         if self.cluster_file.exists() or netns.listing(self.prefix):
             raise TestbedError(f"testbed {self.name!r} exists; run 'owx thorn testbed down --name {self.name}' first")
         cluster = build_cluster(self.name, hosts=hosts, bfd=bfd,
-                                reconciler=ReconcilerSpec(period_s=period_s, driver=driver))
+                                reconciler=ReconcilerSpec(period_s=period_s, driver=driver),
+                                nexthop_groups=nexthop_groups)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cluster_file.write_text(dump(cluster))
         try:
@@ -100,11 +102,13 @@ class Testbed:
             netns.create(ns)
         nodes = {n.name: n for n in cluster.nodes}
         tors = {t.name: t for t in cluster.tors}
-        for link in cluster.links:
+        for number, link in enumerate(cluster.links):
             node, tor = nodes[link.node], tors[link.tor]
             uplink = next(u for u in node.uplinks if u.name == link.uplink)
             with netns.ipr(tor.netns) as ipr:
-                ipr.link("add", ifname=link.port, kind="veth",
+                # The kernel defers (up to 1 s) the carrier change of a veth whose ifindex equals its peer's;
+                # ToR ports get indexes no host device has, so a host sees carrier loss at once, as with a NIC.
+                ipr.link("add", ifname=link.port, kind="veth", index=PORT_INDEX_BASE + number,
                          peer={"ifname": link.uplink, "net_ns_fd": node.netns})
                 idx = require(ipr, link.port, tor.netns)
                 ipr.link("set", index=idx, state="up")
@@ -115,16 +119,10 @@ class Testbed:
         with netns.ipr(tor.netns) as ipr:
             ignore_exists(ipr.addr, "add", index=require(ipr, "lo", tor.netns), address=str(tor.loopback),
                            prefixlen=32)
-        peers = []
-        nodes = {n.name: n for n in cluster.nodes}
-        for link in cluster.links:
-            if link.tor == tor.name:
-                node = nodes[link.node]
-                uplink = next(u for u in node.uplinks if u.name == link.uplink)
-                peers.append(BgpPeer(str(uplink.address.ip), node.asn))
         run_dir = self.dir / tor.name
         first = cluster.nodes[0]
-        FrrInstance(tor.netns, run_dir, first.frr_rt_priority).start(tor_config(tor, peers, first.bfd, str(run_dir)))
+        config = tor_config(tor, tor_peers(cluster, tor.name), first.bfd, str(run_dir), first.frr_nexthop_groups)
+        FrrInstance(tor.netns, run_dir, first.frr_rt_priority).start(config)
 
     def _launch(self, node: NodeSpec) -> None:
         node_file = self.dir / f"{node.name}.yaml"
@@ -134,26 +132,6 @@ class Testbed:
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         (self.dir / f"{node.name}.daemon.pid").write_text(str(proc.pid))
-
-    # -- link capacity --------------------------------------------------------------------
-    def set_link_rate(self, gbit: float | None) -> None:
-        """Give every host-ToR cable a capacity of ``gbit`` (a tbf on both ends), or none (None).
-
-        veth pairs have no capacity of their own: unshaped, throughput measures the CPU
-        cost per byte. A rate models the physical links of a fabric, whose NICs do the
-        VXLAN work in hardware.
-        """
-        cluster = self.cluster()
-        tors = {t.name: t for t in cluster.tors}
-        nodes = {n.name: n for n in cluster.nodes}
-        for ln in cluster.links:
-            for ns, dev in ((nodes[ln.node].netns, ln.uplink), (tors[ln.tor].netns, ln.port)):
-                assert ns is not None
-                if gbit is None:
-                    netns.run(ns, ["tc", "qdisc", "del", "dev", dev, "root"], check=False)
-                else:  # a burst above the 64 KiB GSO size keeps tbf from segmenting
-                    netns.run(ns, ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{gbit}gbit",
-                                   "burst", "1mb", "latency", "2ms"])
 
     # -- observation ----------------------------------------------------------------------
     def daemon_url(self, node: str) -> str:
@@ -166,7 +144,8 @@ class Testbed:
         return requests.get(self.daemon_url(node) + "/state", timeout=5).json()
 
     def converged(self) -> tuple[bool, str]:
-        """Every host has a path over every uplink to every other host, and datapath rules for each remote."""
+        """Every host has a path over every uplink to every other host and datapath rules for each remote,
+        and fast failover is quiet (no uplink down, no remote loss, no override)."""
         cluster = self.cluster()
         for node in cluster.nodes:
             try:
@@ -178,6 +157,9 @@ class Testbed:
                 hops = state["paths"].get(remote, [])
                 if len(hops) < len(node.uplinks):
                     return False, f"{node.name}: {len(hops)} path(s) to {remote}"
+            fo = state["failover"]
+            if fo["down"] or fo["remote_lost"] or fo["overrides"]:
+                return False, f"{node.name}: fast failover still active ({fo['down']}, {fo['remote_lost']})"
             macs = {a.mac for n in cluster.nodes if n.name != node.name for a in n.app_devices}
             have = {r["mac"] for r in state["rules"]}
             if not macs <= have:
@@ -240,6 +222,13 @@ class Testbed:
             removed.append(ns)
         shutil.rmtree(self.dir, ignore_errors=True)
         return removed
+
+
+def tor_peers(cluster: ClusterSpec, tor: str) -> list[BgpPeer]:
+    """The BGP sessions of a ToR: one per host uplink plugged into it."""
+    nodes = {n.name: n for n in cluster.nodes}
+    return [BgpPeer(str(u.address.ip), nodes[ln.node].asn)
+            for ln in cluster.links if ln.tor == tor for u in nodes[ln.node].uplinks if u.name == ln.uplink]
 
 
 def _alive(pid: int) -> bool:

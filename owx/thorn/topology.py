@@ -21,7 +21,7 @@ def ns_prefix(testbed: str) -> str:
 
 
 def build_cluster(testbed: str, hosts: int = 3, tors: int = 2, bfd: BfdSpec | None = None,
-                  reconciler: ReconcilerSpec | None = None) -> ClusterSpec:
+                  reconciler: ReconcilerSpec | None = None, nexthop_groups: bool = False) -> ClusterSpec:
     if not 2 <= hosts <= 100 or not 1 <= tors <= 8:
         raise ValueError("testbed needs 2..100 hosts and 1..8 ToRs")
     root = RUN_ROOT / f"testbed-{testbed}"
@@ -38,6 +38,7 @@ def build_cluster(testbed: str, hosts: int = 3, tors: int = 2, bfd: BfdSpec | No
                             mac=f"02:00:00:00:01:{i:02x}")
         nodes.append(NodeSpec(name=f"h{i}", netns=f"{pre}h{i}", loopback=f"10.255.0.{i}", asn=65000 + i,
                               uplinks=uplinks, app_devices=[app], bfd=bfd or BfdSpec(),
-                              reconciler=reconciler or ReconcilerSpec(), frr_dir=root / f"h{i}"))
+                              reconciler=reconciler or ReconcilerSpec(), frr_dir=root / f"h{i}",
+                              frr_nexthop_groups=nexthop_groups))
         links += [LinkSpec(node=f"h{i}", uplink=u.name, tor=t.name, port=f"h{i}") for u, t in zip(uplinks, tor_specs)]
     return ClusterSpec(nodes=nodes, tors=tor_specs, links=links)

@@ -6,18 +6,21 @@ import json
 import os
 import secrets
 import signal
-import subprocess
+import socket
 import time
 
 import pytest
 import requests
 
-from owx.thorn import faults, netns
-from owx.thorn.measure import ProbeProcess, busiest_uplink
+from owx.thorn import faults, measure, netns
+from owx.thorn.faults import FaultKind
+from owx.thorn.notices import Notice
 from owx.thorn.probe import outage_ms
 from owx.thorn.testbed import Testbed
 
-# generous bounds for a shared CI machine; `owx bench thorn` checks the real goals
+# A bound for a shared CI machine; `owx bench thorn` checks the real goals. A failover that never
+# happens reads as the whole window (the probe counts a flow that has not answered again to its end).
+WINDOW_S = 2.0
 MAX_OUTAGE_MS = 1000
 
 
@@ -38,23 +41,39 @@ def overlay_ping(tb: Testbed, src: int, dst: int) -> bool:
     return netns.run(ns, ["ping", "-c", "2", "-i", "0.2", "-W", "1", f"192.168.100.{dst}"], check=False).returncode == 0
 
 
-def probe_through(tb: Testbed, inject, clear, hold_s: float = 1.0) -> float:
-    rx = ProbeProcess(f"{tb.prefix}a2", "udp-recv", "192.168.100.2:9100")
+def uplink_tx(tb: Testbed, host: str) -> dict[str, int]:
+    return {u.name: measure.tx_packets(f"{tb.prefix}{host}", u.name) for u in tb.node(host).uplinks}
+
+
+def outage_through(tb: Testbed, fault: faults.Fault, port: int, during=lambda: None) -> float:
+    """The longest round-trip outage of 16 probe flows a1 <-> a2 while ``fault`` lasts WINDOW_S.
+
+    The probe runs through the whole window; ``during`` is called right after the injection.
+    """
+    echo = measure.probe(f"{tb.prefix}a2", "echo", f"192.168.100.2:{port}")
     time.sleep(0.3)
-    tx = ProbeProcess(f"{tb.prefix}a1", "udp-send", "192.168.100.2:9100")
+    client = measure.probe(f"{tb.prefix}a1", "rt-client", f"192.168.100.2:{port}", "--flows", "16",
+                           "--interval-ms", "5")
     try:
-        time.sleep(0.7)
-        uplink = busiest_uplink(tb, "h1")
-        start = time.monotonic()
-        inject(uplink)
-        time.sleep(hold_s)
-        end = time.monotonic()
-        tx.finish()
+        time.sleep(0.5)
+        before = uplink_tx(tb, "h1")
+        time.sleep(0.5)
+        used = {u: n - before[u] for u, n in uplink_tx(tb, "h1").items()}
+        assert min(used.values()) > 0.2 * sum(used.values()), f"the flows do not use every uplink of h1: {used}"
+        started = time.monotonic()
+        fault.inject()
+        during()
+        time.sleep(max(0.0, started + WINDOW_S - time.monotonic()))
+        ended = time.monotonic()
+        report = client.finish()
     finally:
-        clear(uplink)
-    report = rx.finish()
-    assert report["received"] > 500
-    return outage_ms(report["gaps"], start, end)
+        if client.alive():
+            client.finish()
+        echo.finish()
+        fault.clear()
+    tb.wait_converged(60)
+    assert sum(f["received"] for f in report["flows"]) > 1000
+    return max(outage_ms(f["gaps"], started, ended) for f in report["flows"])
 
 
 def test_overlay_reaches_every_host(tb):
@@ -66,27 +85,99 @@ def test_overlay_reaches_every_host(tb):
 
 
 def test_link_down_fails_over(tb):
-    outage = probe_through(tb, lambda up: faults.link(tb, "h1", up, False), lambda up: faults.link(tb, "h1", up, True))
+    outage = outage_through(tb, faults.resolve(tb, FaultKind.link_down, "h1/up1"), 9100)
     assert outage < MAX_OUTAGE_MS
-    tb.wait_converged(30)
 
 
 def test_silent_drop_is_detected_by_bfd(tb):
     seen_down = []
 
-    def inject(up: str) -> None:
-        faults.silent(tb, "h1", up, True)
-        peer = str(next(u.peer for u in tb.node("h1").uplinks if u.name == up))
-        deadline = time.monotonic() + 4
+    def watch_bfd() -> None:
+        deadline = time.monotonic() + WINDOW_S - 0.2
         while time.monotonic() < deadline and not seen_down:
-            if any(p["peer"] == peer and p["status"] != "up" for p in tb.state("h1")["bfd"]):
-                seen_down.append(peer)
-            time.sleep(0.2)
+            if "up2" in tb.state("h1")["failover"]["down"]:
+                seen_down.append("up2")
+            time.sleep(0.05)
 
-    outage = probe_through(tb, inject, lambda up: faults.silent(tb, "h1", up, False), hold_s=0.5)
-    assert seen_down, "BFD never reported the silently dropping link"
+    outage = outage_through(tb, faults.resolve(tb, FaultKind.silent, "h1/up2"), 9101, during=watch_bfd)
     assert outage < MAX_OUTAGE_MS
-    tb.wait_converged(30)
+    assert seen_down, "BFD never reported the silently dropping link"
+
+
+def test_remote_nodes_learn_a_lost_uplink_and_forget_it(tb):
+    fault = faults.resolve(tb, FaultKind.link_down, "h1/up2")
+    fault.inject()
+    try:
+        deadline = time.monotonic() + 3
+        while tb.state("h2")["failover"]["remote_lost"].get("10.255.0.1") != [65102]:
+            assert time.monotonic() < deadline, "h2 was not told that h1 lost its uplink to t2"
+            time.sleep(0.05)
+        assert tb.state("h2")["paths"]["10.255.0.1"] == ["172.16.1.2@up1"]
+    finally:
+        fault.clear()
+    tb.wait_converged(60)
+    deadline = time.monotonic() + 5
+    while (fo := tb.state("h2")["failover"])["remote_lost"] or fo["overrides"]:
+        assert time.monotonic() < deadline, f"h2 still steers around h1/up2: {fo}"
+        time.sleep(0.2)
+    assert netns.run(f"{tb.prefix}h2", ["ip", "route", "show", "table", "116"]).stdout.strip() == ""
+
+
+def test_forged_and_malformed_notices_are_ignored(tb):
+    before = tb.state("h2")["failover"]["notices_rejected"]
+    forged = Notice(vtep="10.255.0.1", epoch=time.time(), seq=10**9, lost=[65101, 65102]).model_dump_json()
+    sent = [forged.encode(), b"not json", b'{"vtep": "10.255.0.3", "epoch": 1, "seq": 1, "lost": ["x"]}']
+    with netns.entered(f"{tb.prefix}h3"):  # h3 pretends to be h1, then sends garbage
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("10.255.0.3", 0))
+    with sock:
+        for data in sent:
+            sock.sendto(data, ("10.255.0.2", 4799))
+    deadline = time.monotonic() + 3
+    while (fo := tb.state("h2")["failover"])["notices_rejected"] < before + len(sent):
+        assert time.monotonic() < deadline, f"h2 did not reject the datagrams: {fo}"
+        time.sleep(0.05)
+    assert fo["remote_lost"] == {} and fo["overrides"] == {}
+
+
+def test_flows_spread_over_both_uplinks_in_both_directions(tb):
+    echo = measure.probe(f"{tb.prefix}a2", "echo", "192.168.100.2:9102")
+    time.sleep(0.3)
+    client = measure.probe(f"{tb.prefix}a1", "rt-client", "192.168.100.2:9102", "--flows", "16")
+    try:
+        time.sleep(0.5)
+        before = {h: uplink_tx(tb, h) for h in ("h1", "h2")}
+        time.sleep(1.0)
+        sent = {h: {u: n - before[h][u] for u, n in uplink_tx(tb, h).items()} for h in ("h1", "h2")}
+    finally:
+        client.finish()
+        echo.finish()
+    for host, counts in sent.items():  # one path per remote VTEP would put ~all on one uplink
+        assert min(counts.values()) > 0.15 * sum(counts.values()), f"{host} sends on one uplink only: {counts}"
+
+
+def test_datapath_can_be_switched_at_run_time(tb):
+    hosts = ("h1", "h2", "h3")
+    try:
+        for host in hosts:
+            ok = requests.post(tb.daemon_url(host) + "/reconciler", json={"driver": "fdb"}, timeout=5)
+            assert ok.status_code == 200 and ok.json()["driver"] == "fdb"
+        deadline = time.monotonic() + 10
+        while "thx" in netns.run(f"{tb.prefix}h1", ["ip", "-o", "link"]).stdout:
+            assert time.monotonic() < deadline, "the u32 datapath's devices were not removed"
+            time.sleep(0.2)
+        assert tb.state("h1")["reconciler"]["driver"] == "fdb"
+        assert json.loads(netns.run(f"{tb.prefix}h1", ["tc", "-j", "filter", "show", "dev", "vapp0",
+                                                       "ingress"]).stdout or "[]") == []
+        assert overlay_ping(tb, 1, 2) and overlay_ping(tb, 3, 1)
+    finally:
+        for host in hosts:
+            requests.post(tb.daemon_url(host) + "/reconciler", json={"driver": "u32"}, timeout=5)
+    deadline = time.monotonic() + 10
+    while "thx0aff0002" not in netns.run(f"{tb.prefix}h1", ["ip", "-o", "link"]).stdout:
+        assert time.monotonic() < deadline, "the u32 datapath did not come back"
+        time.sleep(0.2)
+    assert overlay_ping(tb, 1, 2)
 
 
 def test_metrics_are_prometheus_text(tb):
@@ -94,6 +185,7 @@ def test_metrics_are_prometheus_text(tb):
     assert '# TYPE thorn_paths gauge' in text
     assert 'thorn_paths{node="h1",vtep="10.255.0.2"} 2' in text
     assert 'thorn_frr_daemon_up{node="h1",daemon="bgpd"} 1' in text
+    assert 'thorn_failover_overrides{node="h1"} 0' in text and "# TYPE thorn_path_notices_sent_total counter" in text
 
 
 def test_dead_frr_daemon_is_reported_and_forwarding_continues(tb):
@@ -116,8 +208,10 @@ def test_dead_frr_daemon_is_reported_and_forwarding_continues(tb):
 def test_reconciler_control_validates(tb):
     url = tb.daemon_url("h2") + "/reconciler"
     bad = requests.post(url, data='{"drop_events": 3}', timeout=5)
-    assert bad.status_code == 400 and "drop_events" in bad.json()["error"]
+    assert bad.status_code == 400 and "drop_events" in bad.json()["error"] and bad.json()["code"] == 400
     assert requests.post(url, data="not json", timeout=5).status_code == 400
+    assert requests.post(url, json={"driver": "ebpf"}, timeout=5).status_code == 400
+    assert requests.post(url, json={"fast_failover": "sometimes"}, timeout=5).status_code == 400
     ok = requests.post(url, json={"drop_events": 0.5}, timeout=5)
     assert ok.status_code == 200 and ok.json()["drop_events"] == 0.5
     requests.post(url, json={"drop_events": 0.0}, timeout=5)
@@ -138,25 +232,3 @@ def test_frr_reload_changes_bfd_timers(tb):
     finally:
         frr.reload(host_config(node))
     assert all(p["receive-interval"] == 20 for p in frr.vtysh_json("show bfd peers json"))
-
-
-def _overlay_gbit(tb: Testbed) -> float:
-    server = subprocess.Popen(netns.wrap(f"{tb.prefix}a2", ["iperf3", "-s", "-1", "-p", "5299"]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
-        out = netns.run(f"{tb.prefix}a1", ["iperf3", "-c", "192.168.100.2", "-p", "5299", "-t", "2", "-J"])
-        return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
-    finally:
-        server.wait(timeout=10)
-
-
-def test_link_rate_caps_the_overlay_and_can_be_lifted(tb):
-    tb.set_link_rate(0.5)
-    try:
-        shaped = _overlay_gbit(tb)
-    finally:
-        tb.set_link_rate(None)
-    assert 0.3 < shaped <= 0.5 * 1.1  # iperf3 counts a little of the 1 MB token bucket burst at the edges
-    assert _overlay_gbit(tb) > 1.0
-    assert "tbf" not in netns.run(f"{tb.prefix}h1", ["tc", "qdisc", "show", "dev", "up1"]).stdout

@@ -46,10 +46,10 @@ class DriverUnavailable(RuntimeError):
     """The requested datapath is not supported by this kernel."""
 
 
-def make_driver(node: NodeSpec) -> DatapathDriver:
-    """The configured driver, or with ``auto`` the best one the kernel has (flower > u32 > fdb)."""
+def make_driver(node: NodeSpec, choice: DriverName | None = None) -> DatapathDriver:
+    """``choice`` (default: the configured driver), with ``auto`` the best the kernel has (flower > u32 > fdb)."""
     caps = capabilities()
-    choice = node.reconciler.driver
+    choice = choice or node.reconciler.driver
     if choice is DriverName.auto:
         choice = next(d for d in (DriverName.flower, DriverName.u32, DriverName.fdb) if d in caps)
     elif choice not in caps:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import subprocess
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ PREF = 100
 RX_DEV = "thrx"
 RX_COOKIE = "7468726e7278"  # "thrnrx"
 RULE_TAG = "7e"
+SPACE = re.compile(r"\s*")
 
 
 class TcError(RuntimeError):
@@ -44,6 +46,20 @@ def tc(ns: str | None, args: list[str], input: str | None = None) -> str:
 def tc_batch(ns: str | None, lines: list[str]) -> None:
     if lines:
         tc(ns, ["-force", "-batch", "-"], input="\n".join(lines) + "\n")
+
+
+def tc_json(ns: str | None, commands: list[str]) -> list[list[dict]]:
+    """The JSON output of each ``show`` command, from one tc process (which stops at a failing one)."""
+    out = tc(ns, ["-json", "-batch", "-"], input="\n".join(commands) + "\n")
+    decoder, results = json.JSONDecoder(), []
+    pos = SPACE.match(out).end()
+    while pos < len(out):  # one JSON array per command, one after the other
+        value, end = decoder.raw_decode(out, pos)
+        results.append(value)
+        pos = SPACE.match(out, end).end()
+    if len(results) != len(commands):
+        raise TcError(f"tc -batch answered {len(results)} of {len(commands)} commands")
+    return results
 
 
 def encode_cookie(rule: Rule) -> str:
@@ -105,22 +121,21 @@ class TcDriver(DatapathDriver):
         vxlan_up(ipr, RX_DEV, vxlan_id=direct_vni(self.node.loopback), vxlan_local=str(self.node.loopback),
                  vxlan_port=ov.dstport)
 
-    def _filters(self, point: AttachPoint) -> list[dict]:
-        try:
-            out = tc(self.ns, ["-json", "filter", "show", "dev", point.dev, point.hook])
-        except TcError:
-            return []
-        return json.loads(out or "[]")
+    def _present(self) -> list[AttachPoint]:
+        with netns.ipr(self.ns) as ipr:
+            return [p for p in self.points if index_of(ipr, p.dev) is not None]
 
-    def _ensure_clsact(self, devs: list[str]) -> list[str]:
-        out = json.loads(tc(self.ns, ["-json", "qdisc", "show"]) or "[]")
-        have = {q.get("dev") for q in out if q.get("kind") == "clsact"}
-        return [f"qdisc add dev {d} clsact" for d in devs if d not in have]
+    def _read(self, points: list[AttachPoint]) -> tuple[set[str], dict[AttachPoint, list[dict]]]:
+        """(devices with a clsact qdisc, the filters at ``points`` and at thrx's ingress), in one tc call."""
+        lookups = [AttachPoint(RX_DEV, "ingress"), *points]
+        qdiscs, *filters = tc_json(self.ns, ["qdisc show"] + [f"filter show dev {p.dev} {p.hook}" for p in lookups])
+        return {q.get("dev") for q in qdiscs if q.get("kind") == "clsact"}, dict(zip(lookups, filters))
 
-    def _installed_filters(self) -> list[InstalledFilter]:
+    @staticmethod
+    def _installed_filters(filters: dict[AttachPoint, list[dict]]) -> list[InstalledFilter]:
         found = []
-        for point in self.points:
-            for f in self._filters(point):
+        for point, listed in filters.items():
+            for f in listed:
                 handle = f.get("options", {}).get("fh") or f.get("handle")
                 for action in f.get("options", {}).get("actions", []):
                     key = decode_cookie(action.get("cookie", ""))
@@ -131,23 +146,20 @@ class TcDriver(DatapathDriver):
                         break
         return found
 
-    def _rx_rule_present(self) -> bool:
-        return any(a.get("cookie") == RX_COOKIE and a.get("to_dev") == self.node.overlay.vtep
-                   for f in self._filters(AttachPoint(RX_DEV, "ingress"))
-                   for a in f.get("options", {}).get("actions", []))
-
     def sync(self, rules: list[Rule]) -> SyncResult:
         with netns.ipr(self.ns) as ipr:
-            present = {p.dev for p in self.points if index_of(ipr, p.dev) is not None}
+            points = [p for p in self.points if index_of(ipr, p.dev) is not None]
             self._rx_device(ipr)
             self._sync_tx_devices(ipr, rules)
-        points = [p for p in self.points if p.dev in present]
-        batch = self._ensure_clsact([RX_DEV] + [p.dev for p in points])
-        if not self._rx_rule_present():
+        clsact, filters = self._read(points)
+        batch = [f"qdisc add dev {d} clsact" for d in [RX_DEV] + [p.dev for p in points] if d not in clsact]
+        rx_rule = any(a.get("cookie") == RX_COOKIE and a.get("to_dev") == self.node.overlay.vtep
+                      for f in filters[AttachPoint(RX_DEV, "ingress")] for a in f.get("options", {}).get("actions", []))
+        if not rx_rule:
             batch.append(f"filter add dev {RX_DEV} ingress pref {PREF} protocol all u32 match u32 0 0 "
                          f"action mirred ingress redirect dev {self.node.overlay.vtep} cookie {RX_COOKIE}")
         want = {r.key: r for r in rules}
-        installed = [f for f in self._installed_filters() if f.point in points]
+        installed = [f for f in self._installed_filters(filters) if f.point in points]
         added = removed = 0
         for f in installed:
             rule = want.get(f.key)
@@ -175,11 +187,17 @@ class TcDriver(DatapathDriver):
                 if idx is not None:
                     ipr.link("del", index=idx)
 
+    def _installed(self) -> list[InstalledFilter]:
+        try:
+            return [f for f in self._installed_filters(self._read(self._present())[1]) if f.point.dev != RX_DEV]
+        except TcError:  # e.g. a device went away between the check and the read
+            return []
+
     def installed(self) -> set[str]:
-        return {f.key[0] for f in self._installed_filters()}
+        return {f.key[0] for f in self._installed()}
 
     def close(self) -> None:
-        for f in self._installed_filters():
+        for f in self._installed():
             try:
                 tc(self.ns, ["filter", "del", "dev", f.point.dev, f.point.hook, "pref", str(PREF), "handle",
                              f.handle, "protocol", "all", self.kind])
@@ -217,7 +235,8 @@ class U32Driver(TcDriver):
         ov = self.node.overlay
         for vtep in sorted({r.vtep for r in rules}):
             idx = vxlan_up(ipr, self._tx_dev(Rule("", vtep, 0)), vxlan_id=direct_vni(ipaddress.IPv4Address(vtep)),
-                           vxlan_local=str(self.node.loopback), vxlan_group=vtep, vxlan_port=ov.dstport)
+                           vxlan_local=str(self.node.loopback), vxlan_group=vtep, vxlan_port=ov.dstport,
+                           vxlan_tos=ov.outer_tos)
             ipr.link("set", index=idx, mtu=ov.mtu)
 
     def _tx_devices(self, ipr: IPRoute) -> list[str]:
