@@ -1,8 +1,8 @@
 """One embedded platform's place on this machine: its state dir, its cgroup root, and what a killed
 predecessor left there.
 
-The state dir (``<data_dir>/platform`` by default, mode 0700) holds the runtimes' sockets and the
-namespaces' directories and gids; a lock on it keeps a second live instance off the same data dir.
+The state dir (``<data_dir>/platform`` by default, mode 0700) holds the runtimes' sockets (see
+`socket_dir`) and the namespaces' directories and gids; a lock on it keeps a second live instance off the same data dir.
 The cgroup root is the instance's own (derived from its data dir unless configured), so at start
 every group under it belongs to a predecessor that died without cleaning up (``kill -9``): its
 processes are killed and its groups, sockets and Docker containers removed. Nothing outside this
@@ -13,6 +13,7 @@ gets a private temporary one and reaps nothing.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import secrets
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 SOCKETS = "sockets"
 MAX_SOCKET_DIR = 85  # + "/owx-<12 hex>.sock" stays within sun_path's 108 bytes
+RUN_DIR = Path("/run/owx")
 
 
 class Instance:
@@ -45,11 +47,7 @@ class Instance:
             os.close(self._lock)
             raise PlatformUnavailable(f"another owx instance is running on {self.state_dir}") from None
         self.cgroup_root = (settings.cgroup_root or f"owx-{secrets.token_hex(4)}").strip("/")
-        self.sockets = self.state_dir / SOCKETS
-        if len(str(self.sockets)) > MAX_SOCKET_DIR:
-            os.close(self._lock)
-            raise PlatformUnavailable(f"{self.sockets} is too long for Unix socket paths: set a shorter data dir "
-                                      "or OWX_PLATFORM__STATE_DIR")
+        self.sockets = socket_dir(self.state_dir)
         if not self.temporary:
             self.reap()
         self.sockets.mkdir(mode=0o700, exist_ok=True)
@@ -73,6 +71,16 @@ class Instance:
         os.close(self._lock)
         if self.temporary:
             shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def socket_dir(state_dir: Path) -> Path:
+    """Where the runtimes' sockets live: ``<state_dir>/sockets``, or, when that path is too long for
+    a Unix socket's name, ``/run/owx/<hash of the state dir>`` (root's, as deterministic as the first)."""
+    inside = state_dir / SOCKETS
+    if len(str(inside)) <= MAX_SOCKET_DIR:
+        return inside
+    RUN_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return RUN_DIR / hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:16]
 
 
 def destroy_tree(group: Cgroup, keep_root: bool = False) -> int:
