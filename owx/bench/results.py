@@ -10,7 +10,7 @@ plots under :meth:`Report.plot_path`, and returns :meth:`Report.finish` as its e
 
 ``control`` names the mechanism a run switched off on purpose (``None`` for a normal
 run); a control run is written beside the normal one (``thorn.control-NAME.json``) and
-is expected to fail its goals. ``owx bench all`` rebuilds ``README.md`` in the folder
+is expected to fail its goals. ``owx bench table`` rebuilds ``README.md`` in the folder
 from every JSON file there.
 """
 
@@ -69,6 +69,7 @@ class Report:
     figures: list[Figure] = field(default_factory=list)
     goals: list[Goal] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    load_at_start: tuple[float, float, float] = field(default_factory=os.getloadavg)
 
     @property
     def stem(self) -> str:
@@ -100,7 +101,9 @@ class Report:
             "bench": self.bench,
             "control": self.control,
             "parameters": self.parameters,
-            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()},
+            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
+                        "load_at_start": [round(x, 2) for x in self.load_at_start],
+                        "load_at_end": [round(x, 2) for x in os.getloadavg()]},
             "started": self.started,
             "seconds": round(time.time() - self.started, 1),
             "figures": [asdict(f) for f in self.figures],

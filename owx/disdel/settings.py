@@ -17,6 +17,9 @@ class DisdelSettings(BaseModel):
     train_kind: str = "python:tensorflow"
     cgroup_prefix: str = Field("owx-disdel", description="cgroups of measurement runs outside the gateway")
     unit_price_gb_s: float = Field(0.0000166667, gt=0, description="μ: price of one GB-second of action time")
+    invocation_memory_margin: float = Field(1.25, ge=1.0, description="an estimated action's memory = margin x "
+                                            "the largest peak its activations of that input size measured")
+    invocation_min_timeout_ms: int = Field(1000, ge=100, description="the least timeout an estimated action gets")
     history_margin: float = Field(1.5, ge=1.0, description="timeout = margin x the time history predicts")
     min_timeout_ms: int = Field(30_000, ge=100)
     oom_growth: float = Field(1.5, gt=1.0, description="memory factor after an out-of-memory failure")

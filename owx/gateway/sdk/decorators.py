@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Literal
 
 from owx.gateway.sdk.client import ActionFailed, Client
 
@@ -98,12 +98,16 @@ class RemoteFunction:
 
 
 def action(function: Callable[..., Any] | None = None, *, client: Client | None = None, name: str | None = None,
-           kind: str = "python:3", memory: int | None = None, timeout: int | None = None,
-           annotations: dict[str, Any] | None = None):
-    """Decorator: ``@action`` or ``@action(memory=512, timeout=120_000)``."""
-    limits = {k: v for k, v in (("memory", memory), ("timeout", timeout)) if v is not None}
+           kind: str = "python:3", memory: int | Literal["auto"] | None = None,
+           timeout: int | Literal["auto"] | None = None, annotations: dict[str, Any] | None = None):
+    """Decorator: ``@action`` or ``@action(memory=512, timeout=120_000)``; ``"auto"`` for a limit has the
+    gateway estimate it from the action's own activations (DiSDeL), raising it once after a failure."""
+    given = {"memory": memory, "timeout": timeout}
+    limits = {k: v for k, v in given.items() if isinstance(v, int)}
+    auto = {k: "auto" for k, v in given.items() if v == "auto"}
+    annotations = {**(annotations or {}), **({"disdel": auto} if auto else {})}
 
     def wrap(fn: Callable[..., Any]) -> RemoteFunction:
-        return RemoteFunction(fn, client, name, kind, limits, annotations or {})
+        return RemoteFunction(fn, client, name, kind, limits, annotations)
 
     return wrap(function) if function is not None else wrap
