@@ -74,13 +74,7 @@ def enter(plan: ContainerPlan) -> None:
 def _build_view(plan: ContainerPlan, root: str) -> None:
     kernel.mount("tmpfs", root, "tmpfs", VIEW_MOUNT_FLAGS, "size=1m,mode=0755")
     for path in plan.expose:
-        inside = root + path
-        if os.path.isdir(path):
-            os.makedirs(inside, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(inside), exist_ok=True)
-            os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
-        kernel.mount(path, inside, None, kernel.MS_BIND | kernel.MS_REC)
+        _bind(path, root + path)
     for link, target in plan.links.items():
         os.symlink(target, root + link)
     for place in ("/proc", "/dev", "/sys", WRITABLE, *plan.mount_points):
@@ -95,9 +89,24 @@ def _build_view(plan: ContainerPlan, root: str) -> None:
     kernel.mount("proc", root + "/proc", "proc", VIEW_MOUNT_FLAGS | kernel.MS_NOEXEC)
     kernel.mount("tmpfs", root + WRITABLE, "tmpfs", VIEW_MOUNT_FLAGS, f"size={plan.tmp_bytes},mode=1777")
     kernel.mount(root + WRITABLE, root + SHM, None, kernel.MS_BIND)  # shared memory counts against the quota
+    for path in plan.expose:  # what the writable tmpfs just covered (owx or a venv living under /tmp), again
+        if path.startswith(WRITABLE.rstrip("/") + "/"):
+            _bind(path, root + path)
+            kernel.mount_setattr(root + path, kernel.MOUNT_ATTR_RDONLY | kernel.MOUNT_ATTR_NOSUID |
+                                 kernel.MOUNT_ATTR_NODEV)
     for place in plan.mount_points:
         os.makedirs(root + place, exist_ok=True)  # again, if it is under /tmp (root-owned, in a sticky /tmp)
         kernel.mount("tmpfs", root + place, "tmpfs", VIEW_MOUNT_FLAGS, "size=16k,mode=0755")
+
+
+def _bind(path: str, inside: str) -> None:
+    """Show the host's ``path`` at ``inside`` (a directory or a file; recursively)."""
+    if os.path.isdir(path):
+        os.makedirs(inside, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
+    kernel.mount(path, inside, None, kernel.MS_BIND | kernel.MS_REC)
 
 
 def _make_dev(dev: str) -> None:
