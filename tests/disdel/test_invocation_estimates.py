@@ -54,7 +54,7 @@ def _estimate(record: dict) -> dict | None:
 def test_an_estimated_action_out_of_memory_is_raised_once_and_then_learned(gateway: GatewayProcess) -> None:
     _create(gateway, "grow", memory=128, timeout=60_000, annotated=True)
     first = _invoke(gateway, "grow", mb=140)
-    assert first["response"]["success"], first["response"]
+    assert first["response"]["success"], (first["response"], first["annotations"])
     assert first["response"]["result"] == {"held": 140}
     estimate = _estimate(first)
     assert estimate["attempts"] == 2 and estimate["raisedAfter"] == "oom" and estimate["memory"] > 128
