@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.common.dockerd import ensure_dockerd
+from owx.runtimes.image.build import ensure_image
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -52,6 +54,23 @@ def _estimate(record: dict) -> dict | None:
 
 
 def test_an_estimated_action_out_of_memory_is_raised_once_and_then_learned(gateway: GatewayProcess) -> None:
+    check_out_of_memory_is_raised_then_learned(gateway)
+    gateway.stop()
+    gateway.restart()  # what was learned is stored, not held in memory
+    third = _invoke(gateway, "grow", mb=150)
+    assert third["response"]["success"] and _estimate(third)["attempts"] == 1
+
+
+def test_an_estimated_action_out_of_time_is_raised_once(gateway: GatewayProcess) -> None:
+    check_out_of_time_is_raised(gateway)
+
+
+def test_an_action_without_the_annotation_keeps_its_limits_and_at_most_once(gateway: GatewayProcess) -> None:
+    check_unannotated_is_at_most_once(gateway)
+
+
+def check_out_of_memory_is_raised_then_learned(gateway: GatewayProcess) -> None:
+    """An annotated action that needs more than its declared 128 MB: raised once, then learned."""
     _create(gateway, "grow", memory=128, timeout=60_000, annotated=True)
     first = _invoke(gateway, "grow", mb=140)
     assert first["response"]["success"], (first["response"], first["annotations"])
@@ -65,13 +84,9 @@ def test_an_estimated_action_out_of_memory_is_raised_once_and_then_learned(gatew
     peak = next(a["value"] for a in first["annotations"] if a["key"] == "memoryPeak")
     assert estimate["memory"] * 1024 * 1024 >= peak  # never under what it measured
 
-    gateway.stop()
-    gateway.restart()  # what was learned is stored, not held in memory
-    third = _invoke(gateway, "grow", mb=150)
-    assert third["response"]["success"] and _estimate(third)["attempts"] == 1
 
-
-def test_an_estimated_action_out_of_time_is_raised_once(gateway: GatewayProcess) -> None:
+def check_out_of_time_is_raised(gateway: GatewayProcess) -> None:
+    """An annotated action that needs more than its declared second: raised once."""
     _create(gateway, "slow", memory=128, timeout=1000, annotated=True)
     record = _invoke(gateway, "slow", sleep=1.5)
     assert record["response"]["success"], record["response"]
@@ -79,10 +94,24 @@ def test_an_estimated_action_out_of_time_is_raised_once(gateway: GatewayProcess)
     assert estimate["attempts"] == 2 and estimate["raisedAfter"] == "timeout" and estimate["timeout"] >= 2000
 
 
-def test_an_action_without_the_annotation_keeps_its_limits_and_at_most_once(gateway: GatewayProcess) -> None:
+def check_unannotated_is_at_most_once(gateway: GatewayProcess) -> None:
+    """The same code without the annotation fails once, as declared."""
     _create(gateway, "plain", memory=128, timeout=60_000, annotated=False)
     record = _invoke(gateway, "plain", mb=140)
     assert not record["response"]["success"]
     assert _estimate(record) is None
     listed = gateway.session().get(gateway.api("activations"), params={"name": "plain"}).json()
     assert len(listed) == 1
+
+
+@pytest.mark.docker
+def test_estimates_on_the_docker_platform(tmp_path) -> None:
+    """The same on ``--platform docker``: Docker's OOM kill and the runtime's timeout drive the raise."""
+    ensure_image("owx/python-runtime:latest", client=ensure_dockerd())
+    process = start_gateway_process(tmp_path / "gw", args=["--platform", "docker"],
+                                    env={"OWX_PLATFORM__STEM_CELLS": "0"})
+    try:
+        check_out_of_memory_is_raised_then_learned(process)
+        check_out_of_time_is_raised(process)
+    finally:
+        process.stop()
