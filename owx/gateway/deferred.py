@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-from flask import request
+from flask import current_app, request
 from werkzeug.wrappers import Response
 
 from owx.gateway.pipeline.invoke import Invocation
@@ -35,7 +35,10 @@ class Deferred:
 
 
 def defer(deferred: Deferred, headers: dict[str, str] | None = None) -> Response:
-    """Hand ``deferred`` to the server; the view returns this placeholder (its headers are kept)."""
+    """Hand ``deferred`` to the server; the view returns this placeholder (its headers are kept).
+    With ``defer_waits`` off the view's thread waits here first (the control of ``owx bench invoke``)."""
+    if not current_app.extensions["owx"].settings.gateway.defer_waits:
+        wait([deferred.future], deferred.timeout_s)
     request.environ[ENVIRON_KEY] = deferred
     return Response(status=204, headers=headers)
 

@@ -13,9 +13,11 @@ figure comes from wrk (another process, the client's clock):
 
 Goals: warm blocking invokes/s at 4 connections >= 0.35x Flask-on-granian's hello; gateway p50 at
 1 connection <= 2x a direct ``/run``'s; during the flood GETs keep p99 < 100 ms, threads stay
-bounded and every accepted activation is recorded. Controls (``--control``): ``unbounded-workers``
+bounded and every accepted activation is recorded; another tenant's p99 while 200 blocking invokes
+wait (:mod:`owx.bench.invoke.fairness`) < 100 ms. Controls (``--control``): ``unbounded-workers``
 (a thread per queued activation, as owx had: the flood must fail), ``one-worker`` (activations run
-one at a time: throughput must fail).
+one at a time: throughput must fail), ``held-waits`` (waiting requests hold server threads: the
+fairness goal must fail).
 """
 
 from __future__ import annotations
@@ -35,13 +37,15 @@ import requests
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
 from owx.bench.invoke.anchors import SERVERS, free_port, hello_server
 from owx.bench.invoke.coldstart import measure_cold_start
+from owx.bench.invoke.fairness import measure_fairness
 from owx.bench.invoke.flood import flood
 from owx.bench.results import Report
 from owx.bench.wrk import WrkResult, wrk
 
 ACTION = "def main(args):\n    return {'n': args.get('n', 0)}\n"
 CONTROLS = {"unbounded-workers": {"OWX_GATEWAY__WORKERS": "4096"},
-            "one-worker": {"OWX_GATEWAY__WORKERS": "2"}}
+            "one-worker": {"OWX_GATEWAY__WORKERS": "2"},
+            "held-waits": {"OWX_GATEWAY__DEFER_WAITS": "false"}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,10 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each wrk series")
     parser.add_argument("--flood", type=int, default=10_000, help="non-blocking invokes in the flood")
     parser.add_argument("--cold", type=int, default=20, help="cold starts of the embedded platform")
+    parser.add_argument("--blocked", type=int, default=200, help="tenant A's waiting blocking invokes (fairness)")
     parser.add_argument("--control", choices=sorted(CONTROLS), help="switch a mechanism off (a goal must then fail)")
     args = parser.parse_args(argv)
     report = Report("invoke", {"seconds": args.seconds, "flood": args.flood, "action": "returns {'n': n}",
-                               "wrk threads": 2}, control=args.control)
+                               "wrk threads": 2, "blocked": args.blocked, "blocked action sleeps": "2 s"},
+                    control=args.control)
     body = '{"n": 1}'
 
     for kind in SERVERS:
@@ -87,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             gets = wrk(gateway.api(f"activations/{last}"), connections=4, seconds=args.seconds, auth=gateway.auth)
             rss_mb = _rss_mb(gateway)
             flooded = flood(gateway, invoke, args.flood)
+            fair = measure_fairness(gateway, args.blocked)
         finally:
             gateway.stop()
     colds = sorted(measure_cold_start("embedded", args.cold)) if args.cold else []
@@ -112,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     report.goal("non-2xx or unrecorded blocking invocations == 0",
                 sum(r.non_2xx + r.errors for r in series.values()) + (sent - (recorded - invoked)), 0)
     flooded.goals(report)
+    fair.report(report)
     return report.finish()
 
 
