@@ -12,7 +12,8 @@ from owx.common import cgroups
 from owx.disdel.calibration import load_or_measure, local_probe, local_runtime_key
 from owx.disdel.estimator import RuntimeCalibration
 from owx.disdel.settings import DisdelSettings
-from owx.bench.disdel.gateway import PrivateGateway, start_gateway
+from owx.bench.disdel.gateway import start_gateway
+from owx.bench.gateway_process import GatewayProcess
 
 CGROUP_PREFIX = "owx-disdel-test"
 
@@ -38,7 +39,7 @@ def calibration(disdel_root: Path) -> RuntimeCalibration:
 
 
 @pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateGateway]:
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """``owx up`` in its own process with the README's limits: actions up to 4096 MB and one hour, in a
     node whose container pool has owx's default 2048 MB."""
     running = start_gateway(tmp_path_factory.mktemp("disdel-gw"), memory_max_mb=4096, timeout_max_ms=3_600_000,

@@ -22,21 +22,21 @@ from owx.disdel.history import open_history
 from owx.disdel.job import parse_job
 from owx.disdel.settings import DisdelSettings
 from owx.disdel.state import JobState
-from owx.bench.disdel.gateway import PrivateGateway
+from owx.bench.gateway_process import GatewayProcess
 from tests.disdel.conftest import CGROUP_PREFIX, SMALL_JOB
 from tests.disdel.formats import write_csv, write_image_folder
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # calibration: ~2 min, much more on a loaded machine
 
 
-def activations_of(gateway: PrivateGateway, name: str) -> list[dict]:
+def activations_of(gateway: GatewayProcess, name: str) -> list[dict]:
     response = requests.get(f"{gateway.url}/api/v1/namespaces/_/activations", params={"name": name, "limit": 200},
                             auth=tuple(gateway.auth.split(":", 1)), timeout=30)
     response.raise_for_status()
     return response.json()
 
 
-def test_cli_submit_runs_the_job_and_status_reads_it(gateway: PrivateGateway, calibration: RuntimeCalibration,
+def test_cli_submit_runs_the_job_and_status_reads_it(gateway: GatewayProcess, calibration: RuntimeCalibration,
                                                     disdel_root: Path, tmp_path: Path) -> None:
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(SMALL_JOB))
@@ -78,7 +78,7 @@ def test_cli_submit_runs_the_job_and_status_reads_it(gateway: PrivateGateway, ca
     assert replanned.timeout_source == "history" and replanned.train_timeout_ms < plan.train_timeout_ms
 
 
-def test_sdk_job_recovers_from_out_of_memory_and_remembers_it(gateway: PrivateGateway, calibration: RuntimeCalibration,
+def test_sdk_job_recovers_from_out_of_memory_and_remembers_it(gateway: GatewayProcess, calibration: RuntimeCalibration,
                                                               settings: DisdelSettings) -> None:
     """A profile-only estimate on a calibration that understates the runtime by 200 MB makes the first
     limits too small."""
@@ -109,7 +109,7 @@ def test_sdk_job_recovers_from_out_of_memory_and_remembers_it(gateway: PrivateGa
     assert plan.train_memory_mb >= retried
 
 
-def test_cli_trains_a_users_keras_model_on_csv_data(gateway: PrivateGateway, disdel_root: Path, tmp_path: Path) -> None:
+def test_cli_trains_a_users_keras_model_on_csv_data(gateway: GatewayProcess, disdel_root: Path, tmp_path: Path) -> None:
     import keras
 
     write_csv(tmp_path / "data.csv", 1200, features=6, classes=3)
@@ -135,7 +135,7 @@ def test_cli_trains_a_users_keras_model_on_csv_data(gateway: PrivateGateway, dis
     assert all(a.peak_bytes <= a.memory_mb * MB for a in state.activations if a.peak_bytes)
 
 
-def test_sdk_trains_an_in_memory_model_on_an_image_folder(gateway: PrivateGateway, settings: DisdelSettings,
+def test_sdk_trains_an_in_memory_model_on_an_image_folder(gateway: GatewayProcess, settings: DisdelSettings,
                                                           tmp_path: Path) -> None:
     import keras
 
@@ -152,7 +152,7 @@ def test_sdk_trains_an_in_memory_model_on_an_image_folder(gateway: PrivateGatewa
     assert sum(state.plan.shard_samples) + 60 == 360
 
 
-def test_a_job_that_cannot_fit_fails_before_it_starts_saying_what_to_raise(gateway: PrivateGateway,
+def test_a_job_that_cannot_fit_fails_before_it_starts_saying_what_to_raise(gateway: GatewayProcess,
                                                                          settings: DisdelSettings) -> None:
     job = parse_job({**SMALL_JOB, "name": "huge", "model": "resnet", "batch_size": 65_536, "actions": 2,
                      "dataset": {**SMALL_JOB["dataset"], "shape": [96, 96, 3]}})
