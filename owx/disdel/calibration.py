@@ -27,6 +27,7 @@ gateway, or, without a gateway, as child processes in fresh cgroups
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import time
@@ -135,6 +136,7 @@ class _Probes:
         self.probe = probe
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
+        os.chmod(workdir, 0o777)  # probe actions may run as another user and write here
         self._profiles: dict[str, ModelProfile] = {}
 
     def ref(self, spec: ProbeRun) -> dict[str, Any]:

@@ -43,6 +43,7 @@ class ContainerPlan:
     tmp_bytes: int  # size of /tmp, the only writable place
     uid: int  # the container's own uid (never 0)
     env: dict[str, str] = field(default_factory=dict)
+    shared: list[str] = field(default_factory=list)  # host directories shown read-write at the same place
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ def _build_view(plan: ContainerPlan, root: str) -> None:
     kernel.mount("tmpfs", root, "tmpfs", VIEW_MOUNT_FLAGS, "size=1m,mode=0755")
     for path in plan.expose:
         _bind(path, root + path)
+    for path in plan.shared:
+        if not _in_tmp(path):
+            _bind(path, root + path)
     for link, target in plan.links.items():
         os.symlink(target, root + link)
     for place in ("/proc", "/dev", "/sys", WRITABLE, *plan.mount_points):
@@ -90,13 +94,22 @@ def _build_view(plan: ContainerPlan, root: str) -> None:
     kernel.mount("tmpfs", root + WRITABLE, "tmpfs", VIEW_MOUNT_FLAGS, f"size={plan.tmp_bytes},mode=1777")
     kernel.mount(root + WRITABLE, root + SHM, None, kernel.MS_BIND)  # shared memory counts against the quota
     for path in plan.expose:  # what the writable tmpfs just covered (owx or a venv living under /tmp), again
-        if path.startswith(WRITABLE.rstrip("/") + "/"):
+        if _in_tmp(path):
             _bind(path, root + path)
             kernel.mount_setattr(root + path, kernel.MOUNT_ATTR_RDONLY | kernel.MOUNT_ATTR_NOSUID |
                                  kernel.MOUNT_ATTR_NODEV)
+    for path in plan.shared:
+        if _in_tmp(path):
+            _bind(path, root + path)
+        kernel.mount_setattr(root + path, kernel.MOUNT_ATTR_NOSUID | kernel.MOUNT_ATTR_NODEV,
+                             attr_clr=kernel.MOUNT_ATTR_RDONLY)
     for place in plan.mount_points:
         os.makedirs(root + place, exist_ok=True)  # again, if it is under /tmp (root-owned, in a sticky /tmp)
         kernel.mount("tmpfs", root + place, "tmpfs", VIEW_MOUNT_FLAGS, "size=16k,mode=0755")
+
+
+def _in_tmp(path: str) -> bool:
+    return path.startswith(WRITABLE.rstrip("/") + "/")
 
 
 def _bind(path: str, inside: str) -> None:

@@ -39,10 +39,10 @@ def calibration(disdel_root: Path) -> RuntimeCalibration:
 
 
 @pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def gateway(tmp_path_factory: pytest.TempPathFactory, disdel_root: Path) -> Iterator[GatewayProcess]:
     """``owx up`` in its own process with the README's limits: actions up to 4096 MB and one hour, in a
     node whose container pool has owx's default 2048 MB."""
-    running = start_gateway(tmp_path_factory.mktemp("disdel-gw"), memory_max_mb=4096, timeout_max_ms=3_600_000,
+    running = start_gateway(tmp_path_factory.mktemp("disdel-gw"), disdel_root, memory_max_mb=4096, timeout_max_ms=3_600_000,
                             pool_mb=2048)
     yield running
     running.stop()

@@ -41,8 +41,8 @@ def test_cli_submit_runs_the_job_and_status_reads_it(gateway: GatewayProcess, ca
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(SMALL_JOB))
     env = {**os.environ, "__OW_API_HOST": gateway.url, "__OW_API_KEY": gateway.auth,
-           "OWX_DISDEL_SHARED_DIR": str(disdel_root), "OWX_DISDEL_POOL_MEMORY_MB": "8192",
-           "OWX_DISDEL_CGROUP_PREFIX": CGROUP_PREFIX}
+           "OWX_DISDEL__SHARED_DIR": str(disdel_root), "OWX_DISDEL__POOL_MEMORY_MB": "8192",
+           "OWX_DISDEL__CGROUP_PREFIX": CGROUP_PREFIX}
     done = subprocess.run([sys.executable, "-m", "owx.cli", "disdel", "submit", str(job_file)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -122,7 +122,7 @@ def test_cli_trains_a_users_keras_model_on_csv_data(gateway: GatewayProcess, dis
            "eval_samples": 200}
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
     env = {**os.environ, "__OW_API_HOST": gateway.url, "__OW_API_KEY": gateway.auth,
-           "OWX_DISDEL_SHARED_DIR": str(disdel_root), "OWX_DISDEL_CGROUP_PREFIX": CGROUP_PREFIX}
+           "OWX_DISDEL__SHARED_DIR": str(disdel_root), "OWX_DISDEL__CGROUP_PREFIX": CGROUP_PREFIX}
     done = subprocess.run([sys.executable, "-m", "owx.cli", "disdel", "submit", str(tmp_path / "job.yaml"), "--json"],
                           capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

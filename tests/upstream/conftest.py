@@ -9,6 +9,7 @@ are real processes; checkpoints go to a real redis-server both reach.
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import tempfile
@@ -41,9 +42,11 @@ def redis(workdir: Path) -> Iterator[RedisServer]:
 
 @pytest.fixture(scope="module")
 def upstream(workdir: Path) -> Iterator[GatewayProcess]:
-    """The stand-in OpenWhisk: plain embedded owx, no extensions, no stem cells."""
+    """The stand-in OpenWhisk: plain embedded owx, no extensions, no stem cells; its containers share the
+    checkpoints' blob directory (as an OpenWhisk's invokers would mount a volume)."""
     process = start_gateway_process(workdir / "upstream", args=["--no-extensions"], auth=UPSTREAM_AUTH,
-                                    env={"OWX_PLATFORM__STEM_CELLS": "0", "OWX_LIMITS__MEMORY_MB__MAX": "1024"})
+                                    env={"OWX_PLATFORM__STEM_CELLS": "0", "OWX_LIMITS__MEMORY_MB__MAX": "1024",
+                                         "OWX_PLATFORM__SANDBOX__SHARED": json.dumps([str(workdir / "blobs")])})
     yield process
     process.stop()
 

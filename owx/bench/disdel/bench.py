@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def environments(report: Report, work: Path) -> None:
     memory_max_mb = 4096
-    gw = start_gateway(work / "gateway", memory_max_mb=memory_max_mb, timeout_max_ms=900_000, pool_mb=8192)
+    gw = start_gateway(work / "gateway", work / "shared", memory_max_mb=memory_max_mb, timeout_max_ms=900_000, pool_mb=8192)
     try:
         gateway = Gateway.connect(gw.url, gw.auth)
         settings = DisdelSettings(shared_dir=work / "shared", pool_memory_mb=8192, cgroup_prefix=PREFIX)
