@@ -59,7 +59,9 @@ def outage_through(tb: Testbed, fault: faults.Fault, port: int, during=lambda: N
         before = uplink_tx(tb, "h1")
         time.sleep(0.5)
         used = {u: n - before[u] for u, n in uplink_tx(tb, "h1").items()}
-        assert min(used.values()) > 0.2 * sum(used.values()), f"the flows do not use every uplink of h1: {used}"
+        # every uplink carries at least one of the 16 flows (ECMP hashes flows, so shares vary: with 16 flows
+        # one uplink gets 3 or fewer about one run in fifty)
+        assert min(used.values()) > sum(used.values()) / 32, f"the flows do not use every uplink of h1: {used}"
         started = time.monotonic()
         fault.inject()
         during()
