@@ -58,8 +58,10 @@ class ActionBounds:
     def raise_hint(self, need_mb: int) -> str:
         """Which settings to raise, and to what, for an action of ``need_mb`` to fit."""
         hints = []
-        if self.memory_max_mb < need_mb:
+        if self.memory_max_mb < need_mb and self.memory_max_mb < self.node_memory_mb:
             hints.append(f"OWX_LIMITS__MEMORY_MB__MAX (now {self.memory_max_mb}) to {need_mb}")
+        elif self.memory_max_mb < need_mb:  # the gateway reports its maximum capped at one node's memory
+            hints.append(f"OWX_LIMITS__MEMORY_MB__MAX to {need_mb} if it is lower")
         if self.node_memory_mb < need_mb:
             hints.append(f"OWX_PLATFORM__USER_MEMORY_MB, one node's container memory (now {self.node_memory_mb}), "
                          f"to {need_mb}")

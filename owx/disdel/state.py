@@ -96,7 +96,7 @@ class JobPaths:
         self.dir = root / "jobs" / job_id
 
     def create(self) -> "JobPaths":
-        for path in (self.dir, self.weights, self.progress_dir):
+        for path in (self.dir, self.weights, self.progress_dir, self.model_file.parent):
             path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, 0o777)  # actions may run as another user and write here
         return self
