@@ -44,8 +44,11 @@ def test_no_record_is_lost_when_the_upstream_restarts_under_load(wrapper: Gatewa
 
     statuses = {status for status, _, _ in answers}
     assert 200 in statuses and 202 in statuses and statuses & {502, 503}, statuses  # load on both sides of the outage
-    assert all(aid for _, aid, _ in answers), "an answer without an activation id"
-    for status, activation_id, _ in answers:
+    # 429: the namespace's concurrency limit refused the invoke (while the upstream was away, non-blocking
+    # activations piled up); nothing was accepted, so there is no activation id and nothing to record
+    accepted = [answer for answer in answers if answer[0] != 429]
+    assert all(aid for _, aid, _ in accepted), [(s, b) for s, aid, b in accepted if not aid]
+    for status, activation_id, _ in accepted:
         deadline = time.monotonic() + 60
         while (stored := http.get(wrapper.api(f"activations/{activation_id}"))).status_code == 404:
             assert time.monotonic() < deadline, f"activation {activation_id} (answered {status}) was never recorded"
