@@ -44,6 +44,8 @@ class Flood:
             ("flood: gateway threads (max)", self.max_threads, ""),
             ("flood: gateway RSS (max)", round(self.max_rss_mb, 1), "MB"),
             ("flood: last record after the flood's end", round(self.record_lag_s, 1), "s"),
+            ("flood: records beyond the 202s counted (invokes wrk cut off at its end)",
+             self.recorded - self.accepted, ""),
         ]
 
     def get_p(self, q: float) -> float:
@@ -53,13 +55,13 @@ class Flood:
         report.goal("flood: GET p99 < 100 ms", round(self.get_p(0.99), 1), 100.0, "ms")
         report.goal("flood: gateway threads bounded (<= 2 x workers + 64)", self.max_threads,
                     2 * self.workers + THREAD_SLACK)
-        report.goal("flood: accepted activations not recorded", self.accepted - self.recorded, 0)
+        report.goal("flood: accepted (202) activations not recorded", max(0, self.accepted - self.recorded), 0)
 
 
 def flood(gateway: GatewayProcess, invoke_url: str, count: int, record_wait_s: float = 600.0) -> Flood:
     """Send ``count`` non-blocking invokes of ``invoke_url`` (no body beyond ``{"n": 1}``)."""
     http = gateway.session()
-    before = _count(gateway)
+    before = settled_count(gateway)
     probe_id = http.post(invoke_url, json={"n": 0}).json()["activationId"]
     _wait(lambda: http.get(gateway.api(f"activations/{probe_id}")).status_code == 200, 60)
     stop = threading.Event()
@@ -84,16 +86,29 @@ def flood(gateway: GatewayProcess, invoke_url: str, count: int, record_wait_s: f
     prober.join()
     accepted = sent.requests - sent.non_2xx - sent.errors
     expected = before + 1 + accepted
-    _wait(lambda: _count(gateway) >= expected, record_wait_s)
+    _wait(lambda: count_records(gateway) >= expected, record_wait_s)
     lag = time.monotonic() - flood_end
     workers = int(gateway.env.get("OWX_GATEWAY__WORKERS", "256"))
-    return Flood(sent, accepted, _count(gateway) - before - 1, lag, latencies,
+    return Flood(sent, accepted, settled_count(gateway) - before - 1, lag, latencies,
                  max(t for t, _ in samples), max(r for _, r in samples), workers)
 
 
-def _count(gateway: GatewayProcess) -> int:
+def count_records(gateway: GatewayProcess) -> int:
     answer = gateway.session().get(gateway.api("activations"), params={"count": "true"})
     return int(answer.json()["activations"])
+
+
+def settled_count(gateway: GatewayProcess, quiet_s: float = 1.0, timeout_s: float = 120.0) -> int:
+    """The number of records once it stops changing for ``quiet_s`` (activations a client cut off, or
+    that were still queued, are recorded too: a count taken before they are would be off)."""
+    deadline = time.monotonic() + timeout_s
+    count, since = count_records(gateway), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = count_records(gateway)
+        if now != count:
+            count, since = now, time.monotonic()
+    return count
 
 
 def _threads_and_rss(gateway: GatewayProcess) -> tuple[int, float]:
