@@ -1,4 +1,7 @@
-"""``owx bench canary``: recovery of stateful functions under injected failures.
+"""``owx bench canary --sweep``: recovery of stateful functions under injected failures, per strategy.
+
+(``owx bench canary`` without ``--sweep`` runs :mod:`owx.bench.canary.evidence`: long TensorFlow
+training, exactly-once checked from outside owx, a whole-node failure.)
 
 A real gateway (two nodes, real cgroups and runtime processes, the embedded checkpoint
 store) runs 100+ invocations of four stateful workloads (iterative solver, web-service
@@ -42,7 +45,7 @@ from typing import Any
 
 from owx.bench.canary import checkpoint as canary_checkpoint
 from owx.bench.canary import plots as canary_plots
-from owx.bench.canary.faults import CostMeter, FaultInjector, Target, choose_targets
+from owx.bench.canary.faults import CostMeter, FaultInjector, PidFiles, Target, choose_targets
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.canary.workloads import CHECKPOINT_MODE, WORKLOADS, answer, expected, make_graph
 
@@ -151,7 +154,7 @@ class Bench:
             ids.append(response.json()["activationId"])
         targets = [Target(aid, fraction, self.expected_s.get(workload, 1.0))
                    for aid, (workload, _), fraction in zip(ids, plan, moments) if fraction is not None]
-        injector = FaultInjector(self.data / "pids", targets).start()
+        injector = FaultInjector(PidFiles(self.data / "pids"), targets).start()
         records = [self._wait(aid) for aid in ids]
         injector.stop()
         cost = meter.stop()
@@ -226,7 +229,17 @@ def print_run(run: Run, baseline: Run) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """``--sweep [options]``: this strategy sweep; otherwise the evidence bench."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] != ["--sweep"]:
+        from owx.bench.canary import evidence
+
+        return evidence.main(argv)
+    return sweep(argv[1:])
+
+
+def sweep(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="owx bench canary --sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--invocations", type=int, default=100)
     parser.add_argument("--rates", default="0,0.15,0.5", help="failure rates of the canary/retry sweep")
     parser.add_argument("--quick", action="store_true", help="fewer invocations and runs (a smoke run)")

@@ -40,7 +40,9 @@ class GatewayHarness:
                canary: dict[str, Any]) -> None:
         body = {"exec": {"kind": kind, "code": code}, "limits": {"memory": memory_mb, "timeout": timeout_ms},
                 "annotations": [{"key": "canary", "value": canary}]}
-        self.http.put(f"{self.url}/actions/{name}?overwrite=true", json=body).raise_for_status()
+        response = self.http.put(f"{self.url}/actions/{name}?overwrite=true", json=body)
+        if not response.ok:
+            raise RuntimeError(f"deploying {name}: {response.status_code} {response.text}")
 
     def invoke(self, name: str, params: dict[str, Any]) -> str:
         """Start an activation (non-blocking); its id."""

@@ -7,8 +7,8 @@ an explicit checkpoint of the weights after every epoch (``owx.canary.checkpoint
 
 After each epoch the action appends the epoch's effect to the bench's effect log
 (:mod:`owx.bench.canary.effects`), then saves the checkpoint; it appends its result line
-just before returning. It announces its pid in ``<dir>/pids/<activation id>`` for the
-fault injector. With ``checkpoint: false`` it neither saves nor restores (a control).
+just before returning. It announces its container for the fault injector
+(:mod:`owx.bench.canary.containers`). With ``checkpoint: false`` it neither saves nor restores (a control).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from owx.bench.canary.containers import ANNOUNCE
 from owx.bench.canary.effects import ACTION_SIDE
-from owx.bench.canary.workloads import PID_FILE
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class TrainingWorkload:
         return {**asdict(self), "hidden": list(self.hidden), "seed": seed}
 
 
-TRAINING = PID_FILE + ACTION_SIDE + '''
+TRAINING = ACTION_SIDE + ANNOUNCE + '''
 import numpy as np
 import tensorflow as tf
 from owx.canary.checkpoint import Checkpointer
@@ -87,13 +87,13 @@ def _trainer(variables, layers, rate):
     return step
 
 def main(args):
-    _announce(args["dir"])
+    _announce(args)
     log = _effect_log(args)
     x, y = _data(args)
     layers = len(args["hidden"]) + 1
     with Checkpointer.from_env() as ckpt:
         restored = ckpt.restore() if args.get("checkpoint", True) else None
-        timing = _resumed(ckpt)
+        timing = {"resumed_time": time.time(), "restored_time": ckpt.restored.timestamp if restored else None}
         state = restored or {"epoch": 0, "loss": None, **_initial(args)}
         variables = {k: tf.Variable(v) for k, v in state.items() if k[0] in "wb"}
         step = _trainer(variables, layers, args["learning_rate"])
@@ -109,6 +109,6 @@ def main(args):
             if args.get("checkpoint", True):
                 ckpt.save("epoch-%d" % (epoch + 1), **state)
     _append(log, "result", args["epochs"])
-    return _done(args["dir"], {"attempt": ATTEMPT, "epochs": state["epoch"], "loss": state["loss"],
-                               "resumed": first, **timing})
+    _retire(args)
+    return {"attempt": ATTEMPT, "epochs": state["epoch"], "loss": state["loss"], "resumed": first, **timing}
 '''
