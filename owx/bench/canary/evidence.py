@@ -173,26 +173,32 @@ class TrainingBench:
 
 
 class NodeKill:
-    """At ``after_s`` into a run, kill every process of the last node at once and mark it lost;
-    the activations then running there become the run's targets."""
+    """At ``after_s`` into a run, kill every process of the node running the most announced
+    activations (ties: the last node) at once and mark the node lost; the activations running
+    there become the run's targets."""
 
     def __init__(self, bench: TrainingBench, after_s: float) -> None:
         self.bench = bench
-        last = bench.gateway.service.platform.nodes()[-1]
-        self.node, self.cgroup = last.name, Cgroup(last.cgroup_parent or "")
+        self.node = ""
         self.targets: list[Target] = []
         self._thread = threading.Thread(target=self._kill, args=(after_s,), name="node-kill", daemon=True)
         self._thread.start()
 
     def _kill(self, after_s: float) -> None:
         time.sleep(after_s)
+        platform = self.bench.gateway.service.platform
         running = self.bench.announcements.running()
-        here = {aid: started for aid, (container, started) in running.items()
-                if Cgroup(f"{self.cgroup.relpath}/{container}").dir("pids").is_dir()}
-        kill_subtree(self.cgroup)
+        here: dict[str, dict[str, float]] = {}
+        for node in platform.nodes():
+            parent = Cgroup(node.cgroup_parent or "")
+            here[node.name] = {aid: started for aid, (container, started) in running.items()
+                               if Cgroup(f"{parent.relpath}/{container}").dir("pids").is_dir()}
+        node = max(reversed(platform.nodes()), key=lambda n: len(here[n.name]))
+        kill_subtree(Cgroup(node.cgroup_parent or ""))
         killed_at = time.time()
-        self.bench.gateway.service.platform.node(self.node).kill()
-        self.targets = [Target(aid, 0.0, 0.0, killed_at, started) for aid, started in here.items()]
+        platform.node(node.name).kill()
+        self.node = node.name
+        self.targets = [Target(aid, 0.0, 0.0, killed_at, started) for aid, started in here[node.name].items()]
 
     def join(self) -> None:
         self._thread.join()
