@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from owx.common.cgroups import Cgroup
@@ -48,22 +49,46 @@ class AnnouncedContainers:
 
     def kill(self, activation_id: str) -> bool:
         raw = self.client.hget(self.key, activation_id)
-        if raw is None:
+        return raw is not None and kill_container(self.root, json.loads(raw)["container"])
+
+
+class ContainerFiles:
+    """:class:`owx.bench.canary.faults.Announcements` as files ``<directory>/<activation id>``
+    holding the container id (written by the action into a directory it shares with the bench)."""
+
+    def __init__(self, directory: Path, cgroup_root: str) -> None:
+        self.directory = directory
+        self.root = Cgroup(cgroup_root)
+
+    def announced(self, activation_id: str) -> float | None:
+        try:
+            return (self.directory / activation_id).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+    def kill(self, activation_id: str) -> bool:
+        try:
+            container = (self.directory / activation_id).read_text().strip()
+        except FileNotFoundError:
             return False
-        groups = [Cgroup(f"{self.root.relpath}/{node.name}/{json.loads(raw)['container']}")
-                  for node in self.root.dir("pids").iterdir() if node.is_dir()]
-        return any([kill_subtree(group) for group in groups])
+        return bool(container) and kill_container(self.root, container)
+
+
+def kill_container(root: Cgroup, container: str) -> bool:
+    """SIGKILL every process of ``container`` (on whichever node of ``root`` it is)."""
+    nodes = next(os.walk(root.dir("pids")), ("", [], []))[1]
+    return any([kill_subtree(Cgroup(f"{root.relpath}/{node}/{container}")) for node in nodes])
 
 
 def subtree_pids(group: Cgroup) -> set[int]:
     """The processes in ``group`` and every cgroup below it (its pids hierarchy on cgroup v1)."""
-    top = group.dir("pids")
     pids: set[int] = set()
-    for procs in top.rglob("cgroup.procs") if top.is_dir() else ():
-        try:
-            pids.update(int(pid) for pid in procs.read_text().split())
-        except OSError:
-            pass  # a container cgroup removed meanwhile
+    for directory, _, files in os.walk(group.dir("pids")):  # a group removed meanwhile is skipped
+        if "cgroup.procs" in files:
+            try:
+                pids.update(int(pid) for pid in (Path(directory) / "cgroup.procs").read_text().split())
+            except OSError:
+                pass
     return pids
 
 

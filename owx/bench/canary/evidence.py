@@ -117,9 +117,14 @@ class TrainingBench:
             canary={"store_url": self.checkpoints.url},  # blobs: the namespace's directory
             platform={"nodes": nodes, "user_memory_mb": 6144, "stem_cells": 0,
                       "cgroup_root": cgroup_root})
-        self.gateway = GatewayHarness.start(settings)
-        for name, canary in ACTIONS.items():
-            self.gateway.deploy(name, KIND, TRAINING, MEMORY_MB, TIMEOUT_MS, canary)
+        try:
+            self.gateway = GatewayHarness.start(settings)
+            for name, canary in ACTIONS.items():
+                self.gateway.deploy(name, KIND, TRAINING, MEMORY_MB, TIMEOUT_MS, canary)
+        except BaseException:
+            self.checkpoints.stop()
+            self.effects.stop()
+            raise
         self.expected_s = 60.0
         self._runs = 0
 

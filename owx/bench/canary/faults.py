@@ -1,8 +1,9 @@
 """Fault injection and cost metering for ``owx bench canary``.
 
 :class:`FaultInjector` kills chosen activations with SIGKILL at a chosen fraction of their
-expected duration after they announced themselves (:class:`PidFiles`: the workloads write
-their pid in ``<dir>/pids/<activation id>``; or another :class:`Announcements`). The choice
+expected duration after they announced themselves (:class:`Announcements`, in
+:mod:`owx.bench.canary.containers`: sandboxed actions name their container, whose cgroup's
+processes are killed). The choice
 of victims and moments comes from a seeded RNG per failure rate, so every strategy faces
 the same failures.
 
@@ -48,26 +49,6 @@ class Announcements(Protocol):
 
     def kill(self, activation_id: str) -> bool:
         """SIGKILL the activation's current execution; False if it was gone already."""
-
-
-class PidFiles:
-    """Announcements as pid files: ``<pid_dir>/<activation id>`` holds the runtime's pid."""
-
-    def __init__(self, pid_dir: Path) -> None:
-        self.pid_dir = pid_dir
-
-    def announced(self, activation_id: str) -> float | None:
-        try:
-            return (self.pid_dir / activation_id).stat().st_mtime
-        except FileNotFoundError:
-            return None
-
-    def kill(self, activation_id: str) -> bool:
-        try:
-            os.kill(int((self.pid_dir / activation_id).read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError, FileNotFoundError):
-            return False
-        return True
 
 
 class FaultInjector:

@@ -1,8 +1,8 @@
 """The four stateful workloads of ``owx bench canary``, as action source code.
 
 Each action checkpoints through the Canary API (the iterative solver implicitly, the
-others explicitly at state boundaries), writes its pid to ``<dir>/pids/<activation id>``
-so the fault injector can find it, and returns a result that depends only on its
+others explicitly at state boundaries), writes its container's id (its hostname) to
+``<dir>/pids/<activation id>`` so the fault injector can find it, and returns a result that depends only on its
 parameters — so a resumed execution must give exactly the failure-free answer.
 
 * ``solver``      Jacobi iterations on a diagonally dominant linear system (NumPy);
@@ -34,9 +34,9 @@ def _pid_file(directory):
 
 def _announce(directory):
     path = _pid_file(directory)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
+    tmp = "%s.%s.tmp" % (path, os.uname().nodename)
     with open(tmp, "w") as out:
-        out.write(str(os.getpid()))
+        out.write(os.uname().nodename)  # the container id: the injector kills its cgroup
     os.replace(tmp, path)
 
 def _resumed(ckpt):
