@@ -16,7 +16,8 @@ Every execution appends its epochs' effects and its result to an effect log in a
 redis-server (:mod:`owx.bench.canary.effects`); each run is checked against the stored
 records: results and effects lost or doubled. Recovery time as in the strategy sweep
 (:func:`owx.bench.canary.bench.recovery_time`): from when the lost work was last secured
-(the restored checkpoint, else the start of the killed execution) until it was taken up.
+(the restored checkpoint, else the start of the killed execution) until it was taken up;
+infinite for a killed activation that never succeeded.
 Then a 10 MB checkpoint is written and restored against a redis-server from fresh
 processes (:mod:`owx.bench.canary.cold_restore`).
 
@@ -163,8 +164,8 @@ class TrainingBench:
             durations.append((record["end"] - record["start"]) / 1000)
             failures += sum(len(a["value"].get("failures", [])) for a in record.get("annotations", [])
                             if a["key"] == "canary" and isinstance(a["value"], dict))
-            if ok and aid in killed:
-                recovery.append(recovery_time(result, killed[aid]))
+            if aid in killed:  # never recovered: an infinite recovery time
+                recovery.append(recovery_time(result, killed[aid]) if ok else float("inf"))
         done = [r for r in records if r]
         makespan = (max(r["end"] for r in done) - min(r["start"] for r in done)) / 1000 if done else 0.0
         effects = check(read_log(self.effect_client, key), committed, self.workload.epochs)
