@@ -77,8 +77,9 @@ class FaultInjector:
                 if announced is None or now < announced + target.fraction * target.expected_s:
                     continue
                 pending.remove(target)
+                at = time.time()  # the first SIGKILL; the kill returns once the container is empty
                 if self.announcements.kill(target.activation_id):  # else finished before its moment
-                    target.killed_at, target.started_at = time.time(), announced
+                    target.killed_at, target.started_at = at, announced
 
 
 class CostMeter:

@@ -100,7 +100,12 @@ from owx.canary.checkpoint import Checkpointer
 
 def main(args):
     _announce(args["dir"])
-    db = sqlite3.connect(os.path.join(args["dir"], "shop-%s.db" % args["key"]), isolation_level=None)
+    # every container has its own uid: a recovery elsewhere writes through the namespace's group;
+    # SQLite gives its -wal and -shm files the database file's mode
+    path = os.path.join(args["dir"], "shop-%s.db" % args["key"])
+    os.umask(0o002)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o664))
+    db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=OFF")
     db.execute("CREATE TABLE IF NOT EXISTS orders (step INTEGER PRIMARY KEY, item INTEGER, qty INTEGER, price REAL)")
