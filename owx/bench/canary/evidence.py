@@ -169,7 +169,7 @@ class TrainingBench:
         done = [r for r in records if r]
         makespan = (max(r["end"] for r in done) - min(r["start"] for r in done)) / 1000 if done else 0.0
         effects = check(read_log(self.effect_client, key), committed, self.workload.epochs)
-        extra = {"node": node_kill.node, "hit": len(killed)} if node_kill else {}
+        extra = {"node killed": node_kill.node} if node_kill else {}
         return TrainingRun(label, makespan, durations, recovery, len(killed), effects, failures, extra)
 
     def close(self) -> None:
@@ -220,6 +220,8 @@ def record_run(report: Report, run: TrainingRun) -> None:
     report.figure(f"{run.label}: failures in the records", run.failures_seen)
     report.figure(f"{run.label}: mean recovery time", round(run.mean_recovery_s, 3), "s")
     report.figure(f"{run.label}: executions in the effect log", run.effects.attempts)
+    for name, value in run.extra.items():
+        report.figure(f"{run.label}: {name}", value)
     for name, value in dataclasses.asdict(run.effects).items():
         if name not in ("activations", "attempts"):
             report.figure(f"{run.label}: {name.replace('_', ' ')}", value)
