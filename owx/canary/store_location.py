@@ -6,7 +6,9 @@ directory per namespace, in the directory the platform gives that namespace
 namespace's containers and no other's, and its files belong to the namespace's group. A platform
 without namespace directories (Docker, an upstream OpenWhisk) gets ``<data_dir>/canary/<namespace>``,
 which its containers cannot reach: use ``store_url`` (Redis, Ignite) there. A configured
-``store_url`` or ``store_dir`` is one store shared by every namespace, as configured.
+``store_url`` or ``store_dir`` is one store shared by every namespace, as configured; a
+``store_url`` without ``blobs=`` gets each namespace's own directory as its blob tier (sandboxed
+actions write their blobs themselves, and reach no other directory).
 """
 
 from __future__ import annotations
@@ -38,14 +40,21 @@ class StoreLocation:
 
     def url_for(self, namespace: str) -> str:
         """The store URL ``namespace``'s actions and the core use."""
-        if self._url is not None:
+        if self._url is not None and not self._own_blobs:
             return self._url
         directory = self._directory(namespace)
+        if self._url is not None:
+            return f"{self._url}{'&' if '?' in self._url else '?'}blobs={directory / 'blobs'}"
         return f"sqlite://{directory / DB_NAME}?blobs={directory / 'blobs'}"
 
+    @property
+    def _own_blobs(self) -> bool:
+        """A configured store_url whose blob tier is each namespace's directory."""
+        return self._url is not None and "blobs=" not in self._url and self._shared_dir is None
+
     def prepare(self, namespace: str) -> None:
-        """Create the namespace's default store directory and database file (once)."""
-        if self._url is not None:
+        """Create the namespace's store directory (and default database file) once."""
+        if self._url is not None and not self._own_blobs:
             return
         directory = self._directory(namespace)
         with self._lock:
@@ -55,6 +64,9 @@ class StoreLocation:
             for path in (directory, directory / "blobs", spool):
                 path.mkdir(parents=True, exist_ok=True)
                 path.chmod(DIRECTORY_MODE)
+            if self._url is not None:
+                self._ready.add(directory)
+                return
             db = directory / DB_NAME
             db.touch(exist_ok=True)  # an empty file is an empty SQLite database; SQLite gives its
             db.chmod(FILE_MODE)  # -wal and -shm files the database file's mode

@@ -74,14 +74,15 @@ class CanaryGateway(RunningGateway):
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_canary_gateway(gateway: dict[str, Any] | None = None, **platform: Any) -> CanaryGateway:
+def start_canary_gateway(gateway: dict[str, Any] | None = None, canary: dict[str, Any] | None = None,
+                         **platform: Any) -> CanaryGateway:
     """A gateway on a free port with its own data dir and cgroup root (stopped by the caller);
-    ``platform`` overrides platform settings, ``gateway`` the REST service's."""
+    ``platform`` overrides platform settings, ``gateway`` the REST service's, ``canary`` Canary's."""
     workdir = Path(tempfile.mkdtemp(prefix="owx-canary-gw-"))
     workdir.chmod(0o711)  # the checkpoint store under the data dir must be reachable by the action user
     tag = workdir.name[-8:]
     platform = {"stem_cells": 0, "cgroup_root": f"owx-test-canary-{tag}", **platform}
-    server, running = start_gateway(workdir / "data", platform=platform, gateway=gateway or {})
+    server, running = start_gateway(workdir / "data", platform=platform, gateway=gateway or {}, canary=canary or {})
     return CanaryGateway(running.url, running.auth, running.namespace, running.service, server, workdir)
 
 

@@ -1,4 +1,7 @@
-"""``owx bench canary``: recovery of stateful functions under injected failures.
+"""``owx bench canary --sweep``: recovery of stateful functions under injected failures, per strategy.
+
+(``owx bench canary`` without ``--sweep`` runs :mod:`owx.bench.canary.evidence`: long TensorFlow
+training, exactly-once checked from outside owx, a whole-node failure.)
 
 A real gateway (two nodes, real cgroups and runtime processes, the embedded checkpoint
 store) runs 100+ invocations of four stateful workloads (iterative solver, web-service
@@ -42,6 +45,7 @@ from typing import Any
 
 from owx.bench.canary import checkpoint as canary_checkpoint
 from owx.bench.canary import plots as canary_plots
+from owx.bench.canary.containers import ContainerFiles
 from owx.bench.canary.faults import CostMeter, FaultInjector, Target, choose_targets
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.canary.workloads import CHECKPOINT_MODE, WORKLOADS, answer, expected, make_graph
@@ -100,18 +104,14 @@ class Bench:
 
     def __init__(self, workdir: Path, store: str) -> None:
         self.workdir = workdir
-        self.data = workdir / "shared"
-        (self.data / "pids").mkdir(parents=True)
-        (workdir / "blobs").mkdir()
-        for path in (self.data, self.data / "pids", workdir / "blobs"):
-            os.chmod(path, 0o777)
         self.redis = None
         if store == "redis":
             self.redis = RedisServer(workdir / "redis")
-        canary = {"store_url": f"{self.redis.url}?blobs={workdir / 'blobs'}"} if self.redis else {}
+        canary = {"store_url": self.redis.url} if self.redis else {}  # blobs: the namespace's directory
+        self.cgroup_root = f"owx-bench-canary-{os.getpid()}"
         settings = Settings(data_dir=workdir / "gw", gateway={"port": 0, "concurrent_invocations": 4}, canary=canary,
                             platform={"nodes": 2, "user_memory_mb": 4096, "stem_cells": 1,
-                                      "cgroup_root": f"owx-bench-canary-{os.getpid()}"})
+                                      "cgroup_root": self.cgroup_root})
         self.service = Gateway.open(settings)
         self.identity = self.service.default_identity()
         self.server = GatewayServer(self.service, "127.0.0.1", 0)
@@ -121,6 +121,12 @@ class Bench:
 
         self.http = requests.Session()
         self.http.auth = tuple(self.identity.auth.split(":", 1))  # type: ignore[assignment]
+        namespace_dir = self.service.platform.namespace_dir(self.identity.namespace)
+        assert namespace_dir is not None, "the sweep needs the embedded platform's namespace directories"
+        self.data = namespace_dir / "bench-canary"  # mounted into the namespace's sandboxes: inputs, pid files
+        (self.data / "pids").mkdir(parents=True, exist_ok=True)
+        for path in (self.data, self.data / "pids"):
+            os.chmod(path, 0o777)
         self.expected_s: dict[str, float] = {}
         self._answers: dict[tuple[str, int], dict[str, Any]] = {}
         for strategy, fields in STRATEGIES.items():
@@ -151,7 +157,7 @@ class Bench:
             ids.append(response.json()["activationId"])
         targets = [Target(aid, fraction, self.expected_s.get(workload, 1.0))
                    for aid, (workload, _), fraction in zip(ids, plan, moments) if fraction is not None]
-        injector = FaultInjector(self.data / "pids", targets).start()
+        injector = FaultInjector(ContainerFiles(self.data / "pids", self.cgroup_root), targets).start()
         records = [self._wait(aid) for aid in ids]
         injector.stop()
         cost = meter.stop()
@@ -226,7 +232,17 @@ def print_run(run: Run, baseline: Run) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """``--sweep [options]``: this strategy sweep; otherwise the evidence bench."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] != ["--sweep"]:
+        from owx.bench.canary import evidence
+
+        return evidence.main(argv)
+    return sweep(argv[1:])
+
+
+def sweep(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="owx bench canary --sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--invocations", type=int, default=100)
     parser.add_argument("--rates", default="0,0.15,0.5", help="failure rates of the canary/retry sweep")
     parser.add_argument("--quick", action="store_true", help="fewer invocations and runs (a smoke run)")
@@ -249,7 +265,6 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint_ok = canary_checkpoint.report(checkpoint_results, 10 * 1024 * 1024)
 
     workdir = Path(tempfile.mkdtemp(prefix="owx-bench-canary-"))
-    workdir.chmod(0o711)  # the checkpoint store under the data dir must be reachable by the action user
     bench = Bench(workdir, args.store)
     runs: list[Run] = []
     scaled: list[Run] = []

@@ -1,9 +1,11 @@
 """Fault injection and cost metering for ``owx bench canary``.
 
-:class:`FaultInjector` kills the runtime process of chosen activations with SIGKILL at a
-chosen fraction of their expected duration (the workloads announce their pid in
-``<dir>/pids/<activation id>``). The choice of victims and moments comes from a seeded
-RNG per failure rate, so every strategy faces the same failures.
+:class:`FaultInjector` kills chosen activations with SIGKILL at a chosen fraction of their
+expected duration after they announced themselves (:class:`Announcements`, in
+:mod:`owx.bench.canary.containers`: sandboxed actions name their container, whose cgroup's
+processes are killed). The choice
+of victims and moments comes from a seeded RNG per failure rate, so every strategy faces
+the same failures.
 
 :class:`CostMeter` integrates GB-seconds of what a FaaS provider bills: containers
 executing an activation, and replicas / standbys held warm for it.
@@ -18,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 PRICE_PER_GB_S = 0.000017
 SAMPLE_S = 0.05
@@ -38,11 +41,21 @@ def choose_targets(count: int, rate: float, seed: int) -> list[float | None]:
     return [rng.uniform(0.15, 0.85) if rng.random() < rate else None for _ in range(count)]
 
 
+class Announcements(Protocol):
+    """Where running activations said they run, and how to kill them there."""
+
+    def announced(self, activation_id: str) -> float | None:
+        """When the activation's current execution announced itself (None: not running)."""
+
+    def kill(self, activation_id: str) -> bool:
+        """SIGKILL the activation's current execution; False if it was gone already."""
+
+
 class FaultInjector:
     """Kills each target's container once, at its moment."""
 
-    def __init__(self, pid_dir: Path, targets: list[Target]) -> None:
-        self.pid_dir = pid_dir
+    def __init__(self, announcements: Announcements, targets: list[Target]) -> None:
+        self.announcements = announcements
         self.targets = targets
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fault-injector", daemon=True)
@@ -60,19 +73,13 @@ class FaultInjector:
         while pending and not self._stop.wait(0.005):
             now = time.time()
             for target in list(pending):
-                path = self.pid_dir / target.activation_id
-                try:
-                    announced = path.stat().st_mtime
-                except FileNotFoundError:
-                    continue
-                if now < announced + target.fraction * target.expected_s:
+                announced = self.announcements.announced(target.activation_id)
+                if announced is None or now < announced + target.fraction * target.expected_s:
                     continue
                 pending.remove(target)
-                try:
-                    os.kill(int(path.read_text()), signal.SIGKILL)
-                    target.killed_at, target.started_at = time.time(), announced
-                except (ProcessLookupError, ValueError, FileNotFoundError):
-                    pass  # finished before its moment: not a failure
+                at = time.time()  # the first SIGKILL; the kill returns once the container is empty
+                if self.announcements.kill(target.activation_id):  # else finished before its moment
+                    target.killed_at, target.started_at = at, announced
 
 
 class CostMeter:

@@ -1,8 +1,8 @@
 """The four stateful workloads of ``owx bench canary``, as action source code.
 
 Each action checkpoints through the Canary API (the iterative solver implicitly, the
-others explicitly at state boundaries), writes its pid to ``<dir>/pids/<activation id>``
-so the fault injector can find it, and returns a result that depends only on its
+others explicitly at state boundaries), writes its container's id (its hostname) to
+``<dir>/pids/<activation id>`` so the fault injector can find it, and returns a result that depends only on its
 parameters — so a resumed execution must give exactly the failure-free answer.
 
 * ``solver``      Jacobi iterations on a diagonally dominant linear system (NumPy);
@@ -34,9 +34,9 @@ def _pid_file(directory):
 
 def _announce(directory):
     path = _pid_file(directory)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
+    tmp = "%s.%s.tmp" % (path, os.uname().nodename)
     with open(tmp, "w") as out:
-        out.write(str(os.getpid()))
+        out.write(os.uname().nodename)  # the container id: the injector kills its cgroup
     os.replace(tmp, path)
 
 def _resumed(ckpt):
@@ -100,7 +100,12 @@ from owx.canary.checkpoint import Checkpointer
 
 def main(args):
     _announce(args["dir"])
-    db = sqlite3.connect(os.path.join(args["dir"], "shop-%s.db" % args["key"]), isolation_level=None)
+    # every container has its own uid: a recovery elsewhere writes through the namespace's group;
+    # SQLite gives its -wal and -shm files the database file's mode
+    path = os.path.join(args["dir"], "shop-%s.db" % args["key"])
+    os.umask(0o002)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o664))
+    db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=OFF")
     db.execute("CREATE TABLE IF NOT EXISTS orders (step INTEGER PRIMARY KEY, item INTEGER, qty INTEGER, price REAL)")

@@ -1,0 +1,49 @@
+"""Recovery with the checkpoint store in a real redis-server, configured without a blob
+directory: each namespace's blobs go to its own directory, which its sandboxed actions can
+write (they flush their large values there themselves)."""
+
+from __future__ import annotations
+
+import pytest
+from canary_support import annotation, kill_running, start_canary_gateway
+
+# Explicit checkpoints holding a 1 MiB array (beyond the KV's inline limit: a segment that is
+# staged in Redis, then flushed to the blob tier by the action's own store).
+LARGE_STATE = '''
+import time
+import numpy as np
+from owx.canary.checkpoint import Checkpointer
+
+def main(args):
+    with Checkpointer.from_env() as ckpt:
+        state = ckpt.restore() or {"i": 0, "data": np.zeros(2**18, np.float32)}
+        resumed_at = state["i"]
+        while state["i"] < args["steps"]:
+            time.sleep(0.05)
+            state["data"] = state["data"] + 1
+            state["i"] += 1
+            ckpt.save("step-%d" % state["i"], **state)
+    return {"resumed_at": resumed_at, "sum": float(state["data"].sum()), "warnings": ckpt.warnings}
+'''
+
+
+@pytest.fixture(scope="module")
+def gw(redis_server):
+    gateway = start_canary_gateway(nodes=2, canary={"store_url": redis_server.url})
+    yield gateway
+    gateway.stop()
+
+
+def test_a_killed_action_resumes_from_its_large_checkpoint_in_redis(gw):
+    http = gw.session()
+    name = gw.put_action(http, code=LARGE_STATE, canary={"checkpoint": "explicit"}, memory=256)
+    aid = http.post(gw.api(f"actions/{name}"), json={"steps": 30}).json()["activationId"]
+    kill_running(gw, name, aid, after_checkpoints=5)
+    record = gw.wait_record(http, aid)
+
+    assert record["response"]["success"], record
+    result = record["response"]["result"]
+    assert result["warnings"] == []  # the store opened and flushed inside the sandbox
+    assert result["resumed_at"] >= 5
+    assert result["sum"] == 30.0 * 2**18
+    assert annotation(record, "attempts") == 2
