@@ -13,13 +13,10 @@ executing an activation, and replicas / standbys held warm for it.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 PRICE_PER_GB_S = 0.000017
