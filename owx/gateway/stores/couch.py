@@ -25,14 +25,13 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import couchdb
 import couchdb.http
 
-from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary, to_accepted, to_row
+from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary
 from owx.gateway.stores.base import (
     AUTH_COLLECTION,
     AUTH_UUID_FIELD,
@@ -57,7 +56,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions
+from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions, WrittenBehind
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +319,7 @@ class CouchEntityStore:
             self._couch.close()
 
 
-class CouchActivationStore:
+class CouchActivationStore(WrittenBehind):
     """`ActivationStore` in CouchDB database ``<prefix>activations``, written behind with ``_bulk_docs``."""
 
     def __init__(
@@ -366,12 +365,6 @@ class CouchActivationStore:
             raise StoreUnavailable("activation store is closed")
         with self._couch.errors():
             yield
-
-    def put(self, doc: dict[str, Any]) -> Future[None]:
-        return self._writer.submit(to_row(doc))
-
-    def accept(self, entry: dict[str, Any]) -> Future[None]:
-        return self._writer.submit(to_accepted(entry))
 
     def unfinished(self) -> builtins.list[dict[str, Any]]:
         self._writer.flush(self._read_flush_timeout_s)

@@ -15,11 +15,10 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary, to_accepted, to_row
+from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary
 from owx.gateway.stores.base import AUTH_COLLECTION, AUTH_UUID_FIELD, Conflict, Entity, StoreUnavailable
 from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.validation import (
@@ -36,7 +35,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions
+from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions, WrittenBehind
 
 _ENTITY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -268,7 +267,7 @@ def _check_rev(key: tuple[str, str, str], current: str | None, rev: str | None) 
         raise Conflict(f"{what} is at another revision than {rev!r:.80}")
 
 
-class SQLiteActivationStore:
+class SQLiteActivationStore(WrittenBehind):
     """`ActivationStore` in one SQLite file, written behind by one thread."""
 
     def __init__(self, path: Path, read_flush_timeout_s: float = 10.0, writer: WriterOptions | None = None) -> None:
@@ -299,12 +298,6 @@ class SQLiteActivationStore:
             if self._closed:
                 raise StoreUnavailable("activation store is closed")
             return self._read_conn.execute(sql, args).fetchall()
-
-    def put(self, doc: dict[str, Any]) -> Future[None]:
-        return self._writer.submit(to_row(doc))
-
-    def accept(self, entry: dict[str, Any]) -> Future[None]:
-        return self._writer.submit(to_accepted(entry))
 
     def unfinished(self) -> builtins.list[dict[str, Any]]:
         self._writer.flush(self._read_flush_timeout_s)

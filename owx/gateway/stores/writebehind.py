@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Union
 
-from owx.gateway.stores.activations import AcceptedRow, ActivationRow
+from owx.gateway.stores.activations import AcceptedRow, ActivationRow, to_accepted, to_row
 from owx.gateway.stores.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -160,3 +160,15 @@ class WriteBehind:
                 self._cond.notify_all()
             for _, _, done in batch:
                 done.set_result(None)
+
+
+class WrittenBehind:
+    """``put`` and ``accept`` of an activation store whose writes go through ``self._writer``."""
+
+    _writer: WriteBehind
+
+    def put(self, doc: dict[str, Any]) -> Future[None]:
+        return self._writer.submit(to_row(doc))
+
+    def accept(self, entry: dict[str, Any]) -> Future[None]:
+        return self._writer.submit(to_accepted(entry))
