@@ -32,8 +32,8 @@ class WrkResult:
 
 
 def wrk(url: str, *, connections: int, seconds: float, method: str = "GET", body: str | None = None,
-        auth: str | None = None, requests: int | None = None, threads: int = 2) -> WrkResult:
-    """Run wrk against ``url``; ``requests`` caps the total sent (then wrk stops early)."""
+        auth: str | None = None, threads: int = 2) -> WrkResult:
+    """Run wrk against ``url`` for ``seconds`` (for a number of requests, see :mod:`owx.bench.ab`)."""
     if shutil.which("wrk") is None:
         raise SystemExit("owx bench: wrk is not installed (apt-get install wrk)")
     threads = max(1, min(threads, connections))
@@ -42,11 +42,6 @@ def wrk(url: str, *, connections: int, seconds: float, method: str = "GET", body
         lines.append(f"wrk.body = [[{body}]]")
     if auth:
         lines.append(f'wrk.headers["Authorization"] = "Basic {base64.b64encode(auth.encode()).decode()}"')
-    if requests is not None:
-        share = -(-requests // threads)
-        lines += ["local sent = 0",
-                  "request = function() sent = sent + 1; if sent > %d then wrk.thread:stop() end; "
-                  "return wrk.format() end" % share]
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write("\n".join(lines) + "\n")
     try:

@@ -1,6 +1,6 @@
 """The flood of ``owx bench invoke``: many non-blocking invokes as fast as wrk sends them.
 
-While wrk (-c16) sends ``count`` non-blocking invokes, another client GETs one activation every
+While ab (-c16, keep-alive) sends ``count`` non-blocking invokes, another client GETs one activation every
 10 ms and times each answer, and the gateway's threads and RSS are sampled from /proc. Then the
 bench waits until every accepted (202) activation is recorded, and says how long that took beyond
 the flood's end. Goals: GET p99 < 100 ms during the flood; threads bounded (below 2x the
@@ -17,7 +17,8 @@ from pathlib import Path
 from owx.bench.gateway_process import GatewayProcess
 from owx.bench.http_client import percentile
 from owx.bench.results import Report
-from owx.bench.wrk import WrkResult, wrk
+from owx.bench.ab import ab
+from owx.bench.wrk import WrkResult
 
 THREAD_SLACK = 64  # listeners, HTTP pool, store writer, watchers, pools' reapers
 
@@ -44,7 +45,7 @@ class Flood:
             ("flood: gateway threads (max)", self.max_threads, ""),
             ("flood: gateway RSS (max)", round(self.max_rss_mb, 1), "MB"),
             ("flood: last record after the flood's end", round(self.record_lag_s, 1), "s"),
-            ("flood: records beyond the 202s counted (invokes wrk cut off at its end)",
+            ("flood: records beyond the 202s counted (invokes the client cut off)",
              self.recorded - self.accepted, ""),
         ]
 
@@ -79,8 +80,7 @@ def flood(gateway: GatewayProcess, invoke_url: str, count: int, record_wait_s: f
 
     prober = threading.Thread(target=probe, daemon=True)
     prober.start()
-    sent = wrk(invoke_url, connections=16, seconds=600, method="POST", body='{"n": 1}', auth=gateway.auth,
-               requests=count)
+    sent = ab(invoke_url, requests=count, connections=16, body='{"n": 1}', auth=gateway.auth)
     flood_end = time.monotonic()
     stop.set()
     prober.join()
