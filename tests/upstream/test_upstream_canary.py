@@ -58,12 +58,15 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
     activation_id = http.post(wrapper.api(f"actions/{name}"), json={"steps": 40}).json()["activationId"]
     store_url = f"{redis.url}?blobs={workdir / 'blobs'}"
     with open_checkpoint_store(store_url) as store:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a loaded machine (the whole suite) may start it late
         latest = None
         while time.monotonic() < deadline and (latest is None or latest.seq < 5):
             time.sleep(0.05)
             latest = store.latest(activation_id)
-        assert latest is not None and latest.seq >= 5, "no checkpoints of the running function"
+        assert latest is not None and latest.seq >= 5, (
+            "no checkpoints of the running function", latest,
+            http.get(wrapper.api(f"activations/{activation_id}")).text[:500],
+            (wrapper.data_dir / "gateway.log").read_text()[-2000:])
         killed = latest.values["container"]
     assert _kill_container(killed), f"no processes of container {killed}"  # the stand-in OpenWhisk's container
     deadline = time.monotonic() + 90
