@@ -73,7 +73,10 @@ class UpstreamClient:
                                {"publish": False, "annotations": [{"key": "owx", "value": True}]}), "create package")
 
     def put_action(self, path: str, body: dict[str, Any]) -> None:
-        self._expect(self.call("PUT", f"/actions/{quote(path)}", {"overwrite": "true"}, body), "deploy action")
+        answer = self.call("PUT", f"/actions/{quote(path)}", {"overwrite": "true"}, body)
+        if answer.status == 409:  # a concurrent deploy of this name won; the name carries the revision's hash
+            return
+        self._expect(answer, "deploy action")
 
     def delete_action(self, path: str) -> None:
         answer = self.call("DELETE", f"/actions/{quote(path)}")
