@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 
-from owx.bench.wrk import WrkResult
+from owx.bench.wrk import WrkResult, run_with_file
 
 
 def ab(url: str, *, requests: int, connections: int, body: str, auth: str | None = None,
@@ -17,19 +14,10 @@ def ab(url: str, *, requests: int, connections: int, body: str, auth: str | None
     """POST ``body`` ``requests`` times over ``connections`` keep-alive connections; what ab measured."""
     if shutil.which("ab") is None:
         raise SystemExit("owx bench: ab is not installed (apt-get install apache2-utils)")
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as posted:
-        posted.write(body)
-    command = ["ab", "-q", "-k", "-n", str(requests), "-c", str(connections), "-s", "60", "-p", posted.name,
-               "-T", "application/json"]
+    command = ["ab", "-q", "-k", "-n", str(requests), "-c", str(connections), "-s", "60", "-T", "application/json"]
     if auth:
         command += ["-A", auth]
-    try:
-        done = subprocess.run([*command, url], capture_output=True, text=True, timeout=timeout_s)
-    finally:
-        Path(posted.name).unlink()
-    if done.returncode != 0:
-        raise RuntimeError(f"ab failed: {done.stderr.strip() or done.stdout[-500:]}")
-    return _parse(done.stdout)
+    return _parse(run_with_file([*command, "-p"], body, ".json", [url], timeout_s))
 
 
 def _parse(out: str) -> WrkResult:

@@ -42,16 +42,21 @@ def wrk(url: str, *, connections: int, seconds: float, method: str = "GET", body
         lines.append(f"wrk.body = [[{body}]]")
     if auth:
         lines.append(f'wrk.headers["Authorization"] = "Basic {base64.b64encode(auth.encode()).decode()}"')
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write("\n".join(lines) + "\n")
+    command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", "-s"]
+    return parse(run_with_file(command, "\n".join(lines) + "\n", ".lua", [url], seconds + 120))
+
+
+def run_with_file(command: list[str], text: str, suffix: str, rest: list[str], timeout_s: float) -> str:
+    """Run ``command + [a temporary file holding text] + rest``; its stdout (RuntimeError if it fails)."""
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as held:
+        held.write(text)
     try:
-        done = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency",
-                               "-s", script.name, url], capture_output=True, text=True, timeout=seconds + 120)
+        done = subprocess.run([*command, held.name, *rest], capture_output=True, text=True, timeout=timeout_s)
     finally:
-        Path(script.name).unlink()
+        Path(held.name).unlink()
     if done.returncode != 0:
-        raise RuntimeError(f"wrk failed: {done.stderr or done.stdout}")
-    return parse(done.stdout)
+        raise RuntimeError(f"{command[0]} failed: {done.stderr.strip() or done.stdout[-500:]}")
+    return done.stdout
 
 
 def parse(text: str) -> WrkResult:

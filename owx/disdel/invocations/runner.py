@@ -62,7 +62,7 @@ class EstimatingRunner:
     def run(self, spec: ActionSpec, request: RunRequest) -> RunOutcome:
         estimated = self._estimated.get(spec.key, Estimated(True, True))
         action, size = spec.key.split("#", 1)[0], size_class(request.value)
-        namespace = spec.namespace
+        namespace = request.namespace  # the invoking one: another tenant's calls never move the owner's limits
         known = self.history.get(namespace, action, size)
         memory, timeout = self._limits(spec, estimated, known)
         first = self._attempt(spec, request, memory, timeout)
