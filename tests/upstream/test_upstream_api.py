@@ -12,7 +12,6 @@ from pathlib import Path
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from tests.upstream.conftest import UPSTREAM_AUTH
 
 NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
 FLOW = Path(__file__).resolve().parents[1] / "gateway" / "npm_client_flow.js"
@@ -105,7 +104,7 @@ def test_upstream_refusing_the_key_is_a_clear_configuration_error(workdir: Path,
 
 def test_an_unreachable_upstream_is_503_and_recorded(workdir: Path) -> None:
     gone = start_gateway_process(workdir / "gone", args=["--upstream", "http://127.0.0.1:9", "--upstream-auth",
-                                                          UPSTREAM_AUTH, "--no-extensions"])
+                                                          f"{uuid.uuid4()}:any-key", "--no-extensions"])
     try:
         http = gone.session()
         assert http.put(gone.api("actions/x"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
@@ -116,3 +115,23 @@ def test_an_unreachable_upstream_is_503_and_recorded(workdir: Path) -> None:
         assert stored.status_code == 200 and stored.json()["response"]["status"] == "whisk internal error"
     finally:
         gone.stop()
+
+
+def test_an_https_upstream_with_its_own_certificate_needs_upstream_insecure(workdir: Path,
+                                                                            upstream: GatewayProcess) -> None:
+    assert upstream.tls_url is not None  # the stand-in serves HTTPS with a certificate of its own CA
+    for name, extra in (("insecure", ["--upstream-insecure"]), ("verifying", [])):
+        front = start_gateway_process(workdir / f"tls-{name}", args=["--upstream", upstream.tls_url, "--upstream-auth",
+                                                                     upstream.auth, "--no-extensions", *extra])
+        try:
+            http = front.session()
+            assert http.put(front.api("actions/x"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+            answer = http.post(front.api("actions/x"), params={"blocking": "true"}, json={"n": 3})
+            if extra:
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["response"]["result"] == {"got": {"n": 3}}
+            else:  # an unknown certificate is refused, with the reason in the record
+                assert answer.status_code == 503
+                assert "CERTIFICATE_VERIFY_FAILED" in answer.json()["response"]["result"]["error"]
+        finally:
+            front.stop()

@@ -1,6 +1,8 @@
 """A client of an upstream OpenWhisk's public REST API: only what the ``openwhisk`` platform needs.
 
-Calls go over one pooled keep-alive session. Failures that are not the action's become
+Calls go over a pool of keep-alive connections (urllib3 directly: ``requests`` re-reads every
+proxy variable of the environment on each call, which was most of what owx added to an
+activation's round trip). Failures that are not the action's become
 :class:`PlatformError` with the status owx answers its own caller (OpenWhisk's codes):
 
 ========================================  ======  =========================================
@@ -16,14 +18,14 @@ any other 5xx without a record            502     the upstream's error
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-import requests
 import urllib3
-from requests.adapters import HTTPAdapter
+from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
 
 from owx.platform.interface import PlatformError
 from owx.platform.settings import UpstreamSettings
@@ -56,16 +58,14 @@ class UpstreamClient:
         self.settings = settings
         self.base = str(settings.url).rstrip("/")
         self.namespace = quote(settings.namespace, safe="")
-        self.session = requests.Session()
-        self.session.auth = tuple(settings.auth.split(":", 1))  # type: ignore[assignment]
-        self.verify = not settings.insecure  # per request: a session's own setting loses to REQUESTS_CA_BUNDLE
+        self.headers = urllib3.make_headers(basic_auth=settings.auth)
+        self.headers["Content-Type"] = "application/json"
         if not settings.keep_alive:
-            self.session.headers["Connection"] = "close"
-        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE)
-        self.session.mount("https://", adapter)
-        self.session.mount("http://", adapter)
+            self.headers["Connection"] = "close"
         if settings.insecure:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        self.pool = urllib3.PoolManager(maxsize=POOL_SIZE, retries=False,
+                                        cert_reqs="CERT_NONE" if settings.insecure else "CERT_REQUIRED")
 
     # -- entities --------------------------------------------------------------------------
     def put_package(self, package: str) -> None:
@@ -114,18 +114,21 @@ class UpstreamClient:
         return self._send(method, url, params, body, timeout or self.settings.timeout_s)
 
     def _send(self, method: str, url: str, params: dict[str, str] | None, body: Any, timeout: float) -> Answer:
+        if params:
+            url = f"{url}?{urlencode(params)}"
+        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:
-            response = self.session.request(method, url, params=params, json=body, verify=self.verify,
-                                            timeout=(self.settings.timeout_s, timeout))
-        except requests.RequestException as exc:
-            if _sent(exc):
+            response = self.pool.request(method, url, body=payload, headers=self.headers,
+                                         timeout=urllib3.Timeout(connect=self.settings.timeout_s, read=timeout))
+        except HTTPError as exc:
+            if isinstance(exc, (ReadTimeoutError, ProtocolError)):
                 raise UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}") from exc
             raise PlatformError(503, f"The upstream OpenWhisk at {self.base} is unreachable: {_reason(exc)}") from exc
         try:
-            parsed = response.json()
+            parsed = json.loads(response.data)
         except ValueError:
             parsed = None
-        answer = Answer(response.status_code, parsed, response.headers.get("x-openwhisk-activation-id"))
+        answer = Answer(response.status, parsed, response.headers.get("x-openwhisk-activation-id"))
         if answer.status in (401, 403):
             raise PlatformError(502, f"The upstream OpenWhisk at {self.base} refused owx's key ({answer.status}): "
                                      "check --upstream-auth (OWX_UPSTREAM__AUTH).")
@@ -140,19 +143,11 @@ class UpstreamClient:
                                  f"({answer.status}): {_error_text(answer) or 'no error message'}")
 
     def close(self) -> None:
-        self.session.close()
+        self.pool.clear()
 
 
 def _error_text(answer: Answer) -> str:
     return str(answer.body.get("error", "")) if isinstance(answer.body, dict) else ""
-
-
-def _sent(exc: requests.RequestException) -> bool:
-    """Whether the request had reached the upstream when ``exc`` happened."""
-    if isinstance(exc, requests.ReadTimeout):
-        return True
-    cause = exc.args[0] if exc.args else None
-    return isinstance(exc, requests.ConnectionError) and isinstance(cause, urllib3.exceptions.ProtocolError)
 
 
 def _reason(exc: Exception) -> str:
