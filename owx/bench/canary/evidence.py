@@ -256,7 +256,7 @@ def plot(report: Report, runs: list[TrainingRun]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="owx bench canary", description=__doc__.splitlines()[0])
     parser.add_argument("--activations", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--nodes", type=int, default=2)

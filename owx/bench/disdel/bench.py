@@ -105,7 +105,7 @@ def estimator_gates(report: Report, work: Path, control: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="owx bench disdel", description=__doc__.splitlines()[0])
     parser.add_argument("--control", choices=("fixed", "static", "no-safety", "no-prime"),
                         help="score the old fixed-constant estimator, the profile-only one (no measured step), "
                         "no safety margin, or the fresh pass without priming")

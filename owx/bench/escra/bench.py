@@ -212,7 +212,7 @@ def _destroy_tree(group: Cgroup) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="owx bench escra", description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of closed-loop load per shape (default 60)")
     parser.add_argument("--shapes", default="steady,bursty", help=f"workload shapes, of {','.join(SHAPES)}")
     parser.add_argument("--rounds", type=int, default=10, help="growing tasks in the OOM section (default 10)")

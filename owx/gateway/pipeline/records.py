@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from owx.gateway.errors import INVALID_RESULT, SEQUENCE_COMPONENT_NOT_FOUND, ApiError
@@ -61,8 +61,8 @@ class ActionFacts:
 
     def entry(self, activation_id: str, subject: str, start_ms: int, cause: str | None) -> dict[str, Any]:
         """The journal entry of an accepted activation: enough to build its failed record later."""
-        return {"activationId": activation_id, "namespace": subject, "action": asdict(self), "start": start_ms,
-                "cause": cause}
+        action = {**vars(self), "limits": dict(self.limits)}
+        return {"activationId": activation_id, "namespace": subject, "action": action, "start": start_ms, "cause": cause}
 
 
 def response(status: str, result: Any, max_bytes: int) -> dict[str, Any]:
