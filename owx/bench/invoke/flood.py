@@ -1,4 +1,4 @@
-"""The flood of ``owx bench invoke``: many non-blocking invokes as fast as ab sends them.
+"""The flood of ``owx bench invoke``: many non-blocking invokes as fast as wrk sends them.
 
 While ab (-c16, keep-alive) sends ``count`` non-blocking invokes, another client GETs one activation every
 10 ms and times each answer, and the gateway's threads and RSS are sampled from /proc. Then the

@@ -29,7 +29,6 @@ from owx.gateway.pipeline.workers import FairWorkers
 from owx.gateway.stores import ActivationStore
 from owx.platform.interface import PlatformError
 from owx.platform.types import APPLICATION_ERROR, INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
-from owx.runtimes.protocol import RESERVED
 from owx.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -90,12 +89,6 @@ class Invocation:
     activation_id: str
     accepted: Future[None]
     done: Future[Completion]
-
-
-def _without_reserved(args: dict[str, Any]) -> dict[str, Any]:
-    """The input as the action gets it: the runtime takes ``__owx`` for the gateway's own options
-    (activation id, namespace, key, Canary's store), so a caller's own ``__owx`` never reaches it."""
-    return {key: value for key, value in args.items() if key != RESERVED} if RESERVED in args else args
 
 
 def _copy_result(outer: Future[Completion], inner: Future[Completion]) -> None:
@@ -237,7 +230,7 @@ class Invoker:
         spec = action_spec(resolved)
         now_ms = records.now_ms()
         request = RunRequest(
-            value=_without_reserved(activation.args),
+            value=activation.args,
             namespace=activation.identity.namespace,
             action_name=resolved.path.fqn,
             activation_id=activation.id,

@@ -2,9 +2,8 @@
 
 Read-only: /usr, /etc, the merged-/usr links (/bin -> usr/bin ...) or the real directories, the
 runtime interpreter's prefixes and site directories, owx's own package directory, and whatever
-``sandbox.expose`` adds; read-write: only ``sandbox.shared``, if the operator names any. Nothing
-else: the data dir, /root, /home, /run, /var, the other containers' sockets and the host's cgroups
-are simply not there.
+``sandbox.expose`` adds; read-write: only ``sandbox.shared``, if the operator names any. Nothing else: the data dir, /root, /home, /run, /var, the other
+containers' sockets and the host's cgroups are simply not there.
 """
 
 from __future__ import annotations
