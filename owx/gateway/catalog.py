@@ -31,7 +31,7 @@ MAX_SEQUENCE_NODES = 10 * MAX_SEQUENCE_LENGTH  # actions and nested sequences lo
 
 
 def _kv(items: list[KeyValue] | None) -> list[dict[str, Any]] | None:
-    return None if items is None else [item.model_dump() for item in items]
+    return None if items is None else [item.entry() for item in items]
 
 
 def _set_annotation(annotations: list[dict[str, Any]], key: str, value: Any, keep: bool = False) -> None:
@@ -51,8 +51,9 @@ def annotation(doc: dict[str, Any], key: str, default: Any = None) -> Any:
     return default
 
 
-def params_dict(items: list[dict[str, Any]] | None) -> dict[str, Any]:
-    return {item["key"]: item.get("value") for item in items or ()}
+def params_dict(items: list[dict[str, Any]] | None, init: bool | None = None) -> dict[str, Any]:
+    """``{key: value}`` of the parameters: all, or those that are (``init``) or are not init parameters."""
+    return {item["key"]: item.get("value") for item in items or () if init is None or bool(item.get("init")) == init}
 
 
 def _inherit(inherited: list[dict[str, Any]], own: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -91,6 +92,14 @@ class ResolvedAction:
     parameters: dict[str, Any] = field(default_factory=dict)
     resolved_at: float = 0.0
     binding: str | None = None
+    init_parameters: dict[str, Any] = field(default_factory=dict)
+
+    def arguments(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The action's input: ``given`` over its parameters. An init parameter is the container's
+        environment, set by the action's owner: a caller's argument of that name is dropped (OpenWhisk
+        would make it the environment of a new container)."""
+        merged = {**self.parameters, **given}
+        return {k: v for k, v in merged.items() if k not in self.init_parameters} if self.init_parameters else merged
 
     @property
     def kind(self) -> str:
@@ -309,9 +318,10 @@ class Catalog:
         if doc["exec"]["kind"] == "sequence":
             for component in doc["exec"]["components"]:
                 self.access.use_action(caller, parse_fqn(component, caller))
+        parameters = _inherit(inherited, entity.doc.get("parameters"))
         resolved = ResolvedAction(
-            located, doc, entity.rev, caller, params_dict(_inherit(inherited, entity.doc.get("parameters"))),
-            time.monotonic(), f"{path.namespace}/{path.package}" if grant and grant.is_binding else None)
+            located, doc, entity.rev, caller, params_dict(parameters, init=False), time.monotonic(),
+            f"{path.namespace}/{path.package}" if grant and grant.is_binding else None, params_dict(parameters, init=True))
         with self._lock:
             self._resolved[key] = resolved
         return resolved

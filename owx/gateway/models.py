@@ -29,6 +29,11 @@ class KeyValue(BaseModel):
     model_config = ConfigDict(extra="forbid")
     key: StrictStr = Field(min_length=1, max_length=256)
     value: Any = None
+    init: StrictBool = False  # a parameter the runtime gets at /init as environment, not as an argument
+
+    def entry(self) -> dict[str, Any]:
+        """As stored and shown: ``init`` only when set, as OpenWhisk shows it."""
+        return {"key": self.key, "value": self.value, **({"init": True} if self.init else {})}
 
 
 class ExecBody(BaseModel):
@@ -63,7 +68,7 @@ class LimitsBody(BaseModel):
 def _check_size(field: str, value: Any, allowed: int) -> None:
     if value is not None:
         size = encoded_size(value.model_dump(exclude_none=True) if isinstance(value, BaseModel)
-                            else [item.model_dump() for item in value])
+                            else [item.entry() for item in value])
         if size > allowed:
             raise too_big(field, size, allowed)
 

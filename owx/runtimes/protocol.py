@@ -25,16 +25,20 @@ After every ``/run``, whatever its outcome, and after a failed init (whose logs
 also matter) the sentinel line is written to stdout and stderr, both flushed.
 
 Behind an upstream OpenWhisk, which hands a runtime nothing per activation but its
-input, owx puts what it needs into the input under the reserved key ``__owx`` (a wrapping
-gateway always replaces what a caller put there): activation fields that become ``__OW_*``
-variables (the caller's own key and namespace, Canary's function id and store),
-``keep_warm`` (answer at once, run nothing: the container stays warm) and
+input, owx puts what it needs into the input under the reserved key ``__owx``: activation
+fields that become ``__OW_*`` variables (the caller's own key and namespace, Canary's function
+id and store), ``keep_warm`` (answer at once, run nothing: the container stays warm) and
 ``report_memory`` (write the container's peak memory as one log line,
 ``MEMORY_REPORT_PREFIX`` and bytes, before the sentinel).
+The runtime honours ``__owx`` only when its ``key`` is the one the deploying gateway gave the
+container at ``/init`` (the init parameter ``OPTIONS_KEY_ENV``, kept out of the action's
+environment), so a caller who writes its own ``__owx`` into an action's input forges nothing;
+the reserved key never reaches the action either way.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import sys
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
 
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
 RESERVED = "__owx"
+OPTIONS_KEY_ENV = "__OWX_OPTIONS_KEY"
 RESERVED_FIELDS = frozenset({"api_key", "api_host", "namespace", "action_name", "activation_id", "transaction_id",
                              "deadline", "canary_function_id", "canary_store", "canary_interval"})
 MEMORY_REPORT_PREFIX = "owx.memory-peak-bytes: "
@@ -68,6 +73,7 @@ class ActionProxy:
 
     def __init__(self) -> None:
         self._action: Action | None = None
+        self._options_key: str | None = None
         self._init_lock = threading.Lock()
         install()
 
@@ -92,7 +98,10 @@ class ActionProxy:
             if not value.get("code"):
                 return _error(403, "Missing main/no code to execute.")
             try:
-                _set_init_env(value.get("env") or {})
+                env = dict(value.get("env") or {})
+                key = env.pop(OPTIONS_KEY_ENV, None)
+                self._options_key = key if isinstance(key, str) and key else None
+                _set_init_env(env)
                 self._action = load_action(value["code"], bool(value.get("binary")), value.get("main") or "main")
             except UndecodableCode as error:
                 return _error(400, str(error))
@@ -122,8 +131,7 @@ class ActionProxy:
             value = {}
         if not isinstance(value, (dict, list)):
             return _error(400, NOT_AN_ARGUMENT)
-        options = value.pop(RESERVED, None) if isinstance(value, dict) else None
-        options = options if isinstance(options, dict) else {}
+        options = self._options(value.pop(RESERVED, None) if isinstance(value, dict) else None)
         if options.get("keep_warm"):
             return 200, b'{"warm":true}'
         message.update((key, item) for key, item in options.items() if key in RESERVED_FIELDS)
@@ -142,6 +150,13 @@ class ActionProxy:
         finally:
             if options.get("report_memory"):
                 print(MEMORY_REPORT_PREFIX + str(memory_peak()), file=sys.stderr)
+
+
+    def _options(self, options: Any) -> dict[str, Any]:
+        """``options`` if the gateway that deployed this container wrote them, else none."""
+        if not (isinstance(options, dict) and isinstance(options.get("key"), str) and self._options_key):
+            return {}
+        return options if hmac.compare_digest(options["key"].encode(), self._options_key.encode()) else {}
 
 
 def memory_peak() -> int:

@@ -143,6 +143,24 @@ def test_sequences_pipe_results(gateway, http):
     assert cyclic.status_code == 400
 
 
+def test_init_parameters_are_the_containers_environment_not_arguments(gateway, http):
+    """OpenWhisk's ``init: true`` parameters reach the runtime at /init as environment variables; they
+    are not arguments, and a caller's argument of that name is dropped, not passed on."""
+    code = "import os\ndef main(args):\n    return {'args': args, 'env': [os.environ.get('TOKEN'), os.environ.get('LIMITS')]}\n"
+    params = [{"key": "TOKEN", "value": "t0", "init": True}, {"key": "LIMITS", "value": {"n": 3}, "init": True},
+              {"key": "plain", "value": 1}]
+    name = deploy(http, gateway, code, parameters=params)
+    shown = http.get(gateway.api(f"actions/{name}")).json()["parameters"]
+    assert shown == [{"key": "TOKEN", "value": "t0", "init": True}, {"key": "LIMITS", "value": {"n": 3}, "init": True},
+                     {"key": "plain", "value": 1}]
+    answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"},
+                       json={"TOKEN": "forged", "x": 2})
+    assert answer.json() == {"args": {"plain": 1, "x": 2}, "env": ["t0", '{"n": 3}']}
+    bad = http.put(gateway.api(f"actions/{name}"), params={"overwrite": "true"},
+                   json={"parameters": [{"key": "TOKEN", "value": "t", "init": "yes"}]})
+    assert bad.status_code == 400, bad.text
+
+
 def test_web_actions(gateway, http):
     code = '''
 def main(args):

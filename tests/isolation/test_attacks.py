@@ -345,3 +345,16 @@ def _tcp_listeners(pids: list[int]) -> list[int]:
         if any(link.startswith("socket:[") and link[8:-1] in listening for link in links):
             holders.append(pid)
     return holders
+
+
+def test_a_callers_own_runtime_options_never_reach_the_runtime(instance):
+    code = '''import os
+def main(args):
+    return {"args": sorted(args), "id": os.environ.get("__OW_ACTIVATION_ID"), "ns": os.environ.get("__OW_NAMESPACE")}
+'''
+    forged = {"keep_warm": True, "activation_id": "0" * 32, "namespace": instance.victim.namespace,
+              "canary_function_id": "the-victims-function", "key": "a guess"}
+    record = instance.attacker.invoke(instance.attacker.put(code), x=1, __owx=forged)
+    assert record["response"]["success"], record  # it ran: no keep-warm short cut
+    assert record["response"]["result"] == {"args": ["x"], "id": record["activationId"],
+                                            "ns": instance.attacker.namespace}

@@ -112,6 +112,28 @@ def test_next_activation_does_not_see_the_previous_ones_metadata(runtime: Runtim
     assert second.json() == {"fn": None}
 
 
+def test_owx_options_count_only_with_the_key_given_at_init(runtime: RuntimeProcess) -> None:
+    """``__owx`` (what a gateway behind an upstream OpenWhisk passes per activation) is honoured only
+    with the key the deploying gateway gave at /init; the key stays out of the action's environment,
+    and the reserved input never reaches the action."""
+    code = "import os\ndef main(args):\n    return {'args': args, 'id': os.environ.get('__OW_ACTIVATION_ID'), " \
+           "'key': os.environ.get('__OWX_OPTIONS_KEY')}\n"
+    assert runtime.init(code, env={"__OWX_OPTIONS_KEY": "s3cret"}).status_code == 200
+    forged = runtime.run({"x": 1, "__owx": {"activation_id": "f" * 32, "key": "guess"}}, activation_id="a" * 32)
+    assert forged.json() == {"args": {"x": 1}, "id": "a" * 32, "key": None}
+    assert runtime.run({"__owx": {"keep_warm": True, "key": "guess"}}).json() == {"args": {}, "id": None, "key": None}
+    genuine = runtime.run({"x": 1, "__owx": {"activation_id": "b" * 32, "key": "s3cret"}}, activation_id="a" * 32)
+    assert genuine.json() == {"args": {"x": 1}, "id": "b" * 32, "key": None}
+    assert runtime.run({"__owx": {"keep_warm": True, "key": "s3cret"}}).json() == {"warm": True}
+
+
+def test_owx_options_without_a_key_at_init_count_for_nothing(runtime: RuntimeProcess) -> None:
+    assert runtime.init(ECHO).status_code == 200
+    for key in ("", None, 7, "anything"):
+        run = runtime.run({"__owx": {"keep_warm": True, "key": key}})
+        assert (run.status_code, run.json()) == (200, {"echo": {}})
+
+
 def test_second_init_is_forbidden(runtime: RuntimeProcess) -> None:
     assert runtime.init(ECHO).status_code == 200
     again = runtime.init("def main(args):\n    return {'replaced': True}\n")

@@ -11,6 +11,7 @@ One straight line per activation, on a worker thread (:mod:`.workers`):
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -54,7 +55,7 @@ class Completion:
     status: int
 
     @classmethod
-    def of(cls, record: dict[str, Any], platform_status: int | None = None) -> "Completion":
+    def of(cls, record: dict[str, Any], platform_status: int | None = None) -> Completion:
         """200 for a success, 502 for the action's errors, 500 for owx's own; ``platform_status`` when
         the platform could not run the activation at all (an upstream that is down: 503, ...)."""
         outcome = record["response"]["status"]
@@ -113,6 +114,8 @@ def action_spec(resolved: ResolvedAction) -> ActionSpec:
         timeout_ms=limits["timeout"],
         logs_bytes=limits["logs"] * 1024 * 1024,
         concurrency=limits.get("concurrency", 1),
+        env={key: value if isinstance(value, str) else json.dumps(value)
+             for key, value in resolved.init_parameters.items()},
     )
 
 
@@ -192,9 +195,9 @@ class Invoker:
 
     @staticmethod
     def _arguments(resolved: ResolvedAction, params: dict[str, Any]) -> dict[str, Any]:
-        if annotation(resolved.doc, "final") and set(params) & set(resolved.parameters):
+        if annotation(resolved.doc, "final") and set(params) & {*resolved.parameters, *resolved.init_parameters}:
             raise bad_request(PARAMETERS_NOT_ALLOWED)
-        return {**resolved.parameters, **params}
+        return resolved.arguments(params)
 
     # -- execution --------------------------------------------------------------------------------
     def _admitted_run(self, activation: Activation) -> Completion:
@@ -263,7 +266,7 @@ class Invoker:
             except ApiError as exc:  # deleted or no longer shared since the sequence was resolved
                 failure = records.component_error(exc)
                 break
-            child = Activation(records.new_id(), activation.identity, component, {**component.parameters, **value},
+            child = Activation(records.new_id(), activation.identity, component, component.arguments(value),
                                cause=activation.id)
             last = self.execute(child).record
             component_ids.append(child.id)

@@ -12,7 +12,10 @@ is one node, ``upstream``, whose budget is the memory its invokers give owx
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +36,7 @@ from owx.platform.types import (
     RunOutcome,
     RunRequest,
 )
-from owx.runtimes.protocol import RESERVED
+from owx.runtimes.protocol import OPTIONS_KEY_ENV, RESERVED
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,7 @@ class OpenWhiskPlatform(Platform):
         self._packages: set[str] = set()
         self._lock = threading.Lock()
         self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")
+        self._secret = (settings.auth or secrets.token_hex(32)).encode()
 
     # -- Platform ---------------------------------------------------------------------------
     def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,
@@ -68,7 +72,7 @@ class OpenWhiskPlatform(Platform):
         if request.reservation:  # a new container's memory is the upstream invokers' business
             self.ledger.release(request.reservation)
         target = self._deploy(spec)
-        body = _input(request.value, {**_reserved(request), "report_memory": True})
+        body = self._input(target, request.value, {**_reserved(request), "report_memory": True})
         answer = self._invoke(spec, target, body)
         if answer.status == 202 or (answer.activation_id and not is_record(answer.body)):
             return self._await(answer.activation_id or _id(answer), spec)
@@ -92,7 +96,7 @@ class OpenWhiskPlatform(Platform):
     def keep_warm(self, spec: ActionSpec) -> None:
         """A keep-warm activation: owx's runtime answers it without running the action."""
         target = self._deploy(spec)
-        self._background.submit(self._fire, target, _input({}, {"keep_warm": True}))
+        self._background.submit(self._fire, target, self._input(target, {}, {"keep_warm": True}))
 
     def forget(self, path: str) -> None:
         """Delete every upstream deployment of ``namespace/[pkg/]name`` (in the background)."""
@@ -117,10 +121,24 @@ class OpenWhiskPlatform(Platform):
             self.client.put_package(target.package)
             with self._lock:
                 self._packages.add(target.package)
-        self.client.put_action(target.path, _action_body(spec))
+        self.client.put_action(target.path, _action_body(spec, self._options_key(target)))
         with self._lock:
             self._deployed.add(target.path)
         return target
+
+    def _options_key(self, target: UpstreamName) -> str:
+        """What the deployment's runtime takes as proof that ``__owx`` comes from this gateway: derived
+        from owx's upstream key, so every owx in front of the upstream and every restart agree."""
+        return hmac.new(self._secret, target.path.encode(), hashlib.sha256).hexdigest()
+
+    def _input(self, target: UpstreamName, value: dict[str, Any] | list[Any],
+               options: dict[str, Any]) -> dict[str, Any]:
+        """The upstream activation's input: the caller's, with this gateway's own ``__owx`` (whatever
+        the caller put under the reserved names is dropped)."""
+        if not isinstance(value, dict):
+            raise PlatformError(400, "an upstream OpenWhisk takes only objects as action input")
+        own = {key: item for key, item in value.items() if key not in (RESERVED, OPTIONS_KEY_ENV)}
+        return {**own, RESERVED: {**options, "key": self._options_key(target)}}
 
     def _invoke(self, spec: ActionSpec, target: UpstreamName, body: dict[str, Any]) -> Answer:
         wait_s = min(BLOCKING_WAIT_S, spec.timeout_ms / 1000) + RESULT_GRACE_S
@@ -168,7 +186,7 @@ class OpenWhiskPlatform(Platform):
             log.warning("could not delete the upstream deployments %s/%s*: %s", package, prefix, exc)
 
 
-def _action_body(spec: ActionSpec) -> dict[str, Any]:
+def _action_body(spec: ActionSpec, options_key: str) -> dict[str, Any]:
     exec_doc: dict[str, Any] = {"kind": spec.kind, "binary": spec.binary}
     if spec.code is not None:
         exec_doc.update(code=spec.code, main=spec.main)
@@ -180,18 +198,14 @@ def _action_body(spec: ActionSpec) -> dict[str, Any]:
                    "concurrency": spec.concurrency},
         # never the upstream's key: the caller's own owx key reaches the action through __owx
         "annotations": [{"key": "provide-api-key", "value": False}, {"key": "owx-action", "value": spec.key}],
+        "parameters": [{"key": key, "value": value, "init": True}
+                       for key, value in {**spec.env, OPTIONS_KEY_ENV: options_key}.items()],
     }
 
 
 def _reserved(request: RunRequest) -> dict[str, Any]:
     """What the runtime turns into ``__OW_*`` variables (OpenWhisk would otherwise give its own)."""
     return {key: value for key, value in request.payload().items() if key != "value"}
-
-
-def _input(value: dict[str, Any] | list[Any], options: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise PlatformError(400, "an upstream OpenWhisk takes only objects as action input")
-    return {**value, RESERVED: options}
 
 
 def _id(answer: Answer) -> str:
