@@ -50,7 +50,7 @@ class RuleCatalog:
             "name": name,
             "version": body.version or (next_version(old["version"]) if current else "0.0.1"),
             "publish": body.publish if body.publish is not None else old.get("publish", False),
-            "annotations": [a.model_dump() for a in body.annotations] if body.annotations is not None
+            "annotations": [a.entry() for a in body.annotations] if body.annotations is not None
             else old.get("annotations", []),
             "trigger": ref_doc(trigger),
             "action": ref_doc(action),

@@ -108,7 +108,7 @@ class TriggerCatalog:
 
 
 def _items(given: list | None, old: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return old if given is None else [item.model_dump() for item in given]
+    return old if given is None else [item.entry() for item in given]
 
 
 def _check_feed(doc: dict[str, Any]) -> None:
