@@ -5,11 +5,13 @@
           + batch x sum over kinds k of f_k x activation_bytes_k
           + f_data x shard_bytes )       (f_warm_data when the container runs several rounds)
 
-Before a job, DiSDeL also trains the job's own model for one step at the job's batch in a
-fresh container (:func:`owx.disdel.calibration.measure_step`); with that measured step,
-the model's part is the step's peak above the baseline, and only the data term is
-extrapolated to the shard (what TensorFlow keeps per element differs by layer kind, size
-and batch more than per-kind coefficients capture: -25 % on some models, measured).
+Before a job, DiSDeL also trains the job's own model for one epoch at the job's batch on two
+prefixes of its data, each in a fresh container (:func:`owx.disdel.calibration.measure_step`);
+with those two measured peaks the estimate is the line through them, extrapolated to the shard.
+What TensorFlow keeps per element differs by layer kind, size and batch more than per-kind
+coefficients capture (-25 % on some models, measured), and so does what it keeps per sample of
+data: 2-3x the data's bytes for a dense model, 4-8x for a convolutional one on this machine, so
+no one runtime-wide data factor fits both.
 Without it, the sizes (state, activation bytes per sample by kind, layers) come from the model's
 own profile (:mod:`owx.disdel.model_profile`); the shard's bytes from the data.  The
 coefficients are not constants: they are measured once per runtime (interpreter +
@@ -53,12 +55,20 @@ class RuntimeCalibration(BaseModel):
 
 
 class MeasuredStep(BaseModel):
-    """The job's own model trained one step at the job's batch on ``samples`` samples, in a fresh
-    container of the runtime: its peak holds every model-specific cost, modelled or not."""
+    """The job's own model trained one epoch at the job's batch on its first ``samples`` and on its
+    first ``more_samples`` samples, each in a fresh container of the runtime: the peaks hold every
+    model-specific cost, modelled or not, and their difference what each further sample adds."""
 
     peak_bytes: int = Field(gt=0)
     samples: int = Field(ge=1)
+    more_peak_bytes: int = Field(gt=0)
+    more_samples: int = Field(ge=1)
     batch: int = Field(ge=1)
+
+    def bytes_per_sample(self, sample_bytes: int) -> float:
+        """The measured growth per sample, at least the sample itself (a smaller growth is noise)."""
+        grown = (self.more_peak_bytes - self.peak_bytes) / max(1, self.more_samples - self.samples)
+        return max(float(sample_bytes), grown)
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ class MemoryEstimate:
     data: int
     inputs: int
     safety: float
-    measured: int = 0  # a measured step's peak above the baseline (then graph, state and activations are 0)
+    measured: int = 0  # the smaller measured run's peak above the baseline (then graph, state and activations are 0)
 
     @property
     def total(self) -> int:
@@ -111,13 +121,15 @@ class MemoryEstimator:
                  warm: bool = False, step: MeasuredStep | None = None) -> MemoryEstimate:
         """One training action on ``shard_samples`` samples with mini-batches of ``batch_size``;
         ``warm``: its container runs several rounds.  With a measured ``step`` of this model at this
-        batch, the model's part is that step's peak and only the data is extrapolated; otherwise it is
-        computed from the profile."""
+        batch, the line through its two peaks; otherwise computed from the profile."""
         c = self.calibration
         factor = c.warm_data_factor if warm else c.data_factor
         if step is not None and step.batch == batch_size:
+            # what a further round in the same container adds, per data byte, over the first
+            rounds = (c.warm_data_factor - c.data_factor) * shard_samples * sample_bytes if warm else 0
+            more = step.bytes_per_sample(sample_bytes) * max(0, shard_samples - step.samples)
             return MemoryEstimate(baseline=c.baseline_bytes, graph=0, model_state=0, activations=0,
-                                  data=int(factor * max(0, shard_samples - step.samples) * sample_bytes), inputs=0,
+                                  data=int(more + rounds), inputs=0,
                                   safety=c.safety, measured=max(0, step.peak_bytes - c.baseline_bytes))
         batch = min(batch_size, max(1, shard_samples))
         return MemoryEstimate(

@@ -173,7 +173,7 @@ class JobRunner:
             try:
                 step = measure_step(probe, ref.model_dump(mode="json"), x, y, job.batch_size, self.paths.dir)
             except CalibrationError as exc:
-                raise PlanError(f"one training step of {job.model_label} at batch {job.batch_size} did not run within "
+                raise PlanError(f"one measured epoch of {job.model_label} at batch {job.batch_size} did not run within "
                                 f"{self.limits.action_cap_mb} MB ({exc}): lower the batch size or "
                                 f"{self.limits.raise_hint(2 * self.limits.action_cap_mb)}") from None
             inputs = PlanInputs(job, info, profile, held_out, inputs.history, step)

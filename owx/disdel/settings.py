@@ -29,8 +29,9 @@ class DisdelSettings(BaseModel):
     sync_every: int = Field(1, ge=0, description="epochs between model averages; 0 = once at the end (the paper)")
     pool_memory_mb: int | None = Field(None, ge=128, description="container pool memory; default "
                                        "OWX_PLATFORM__USER_MEMORY_MB x OWX_PLATFORM__NODES, as the gateway runs with")
-    measure_step: bool = Field(True, description="train the job's model one step in a fresh container before "
-                               "planning, and estimate from that step's peak (else from the model's profile only)")
+    measure_step: bool = Field(True, description="train the job's model one epoch on two parts of its data, each in "
+                               "a fresh container, before planning, and estimate from those peaks (else from the "
+                               "model's profile only)")
     prime: bool = Field(True, description="load the runtime in a container of its own before a job's actions, so "
                         "that on a fresh machine TensorFlow's page cache is not charged to a training action")
     poll_s: float = Field(0.5, gt=0)

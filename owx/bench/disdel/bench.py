@@ -6,7 +6,7 @@ processes in fresh cgroups, a private gateway (``owx up``, kind python:tensorflo
 1. estimator accuracy (:mod:`owx.bench.disdel.estimates`): estimate / measured peak on the
    zoo's table (dev and held-out halves), warm, and on a fresh page cache under a limit
    equal to the estimate;  ``--control fixed`` scores the old fixed-constant estimator,
-   ``static`` the profile-only estimate (no measured step), ``no-safety`` the estimator
+   ``static`` the profile-only estimate (no measured training), ``no-safety`` the estimator
    without its margin, ``no-prime`` the fresh pass without priming;
 2. (normal runs) the same training job in four environments: TF bare process, one action
    with hand-set limits, the paper's retry strategy (256 MB / 60 s, +256 MB per OOM,
@@ -107,7 +107,7 @@ def estimator_gates(report: Report, work: Path, control: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="owx bench disdel", description=__doc__.splitlines()[0])
     parser.add_argument("--control", choices=("fixed", "static", "no-safety", "no-prime"),
-                        help="score the old fixed-constant estimator, the profile-only one (no measured step), "
+                        help="score the old fixed-constant estimator, the profile-only one (no measured training), "
                         "no safety margin, or the fresh pass without priming")
     parser.add_argument("--estimates-only", action="store_true", help="skip part 2 (the four environments)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

@@ -2,8 +2,9 @@
 
 Warm pass: every row trains one epoch in a fresh cgroup without a limit (the page cache
 already holds TensorFlow); its peak is what the estimate must cover, by at most 1.2x.  The
-estimate is DiSDeL's: one measured step of the row's model at its batch on ``batch``
-samples, and the data term extrapolated with the runtime's calibrated factor.
+estimate is DiSDeL's: the row's model trained one epoch at its batch on two prefixes of its data
+(half of it, eight to 64 batches, and half that), and the line through the two peaks
+extrapolated to the row's samples.
 Fresh pass: for each held-out row the page cache is dropped (as on a machine that just
 booted), the runtime is primed as DiSDeL's executor does before a job, and the row
 trains under a limit equal to its estimate: it must not be OOM-killed.
@@ -71,7 +72,7 @@ def fixed_constants(calibration: RuntimeCalibration, profile: ModelProfile, row:
 
 def estimate(calibration: RuntimeCalibration, row: Row, path: Path, work: Path, prefix: str,
              control: str | None) -> int:
-    """DiSDeL's estimate for ``row``: a measured step of its model and the data extrapolated (or a control's)."""
+    """DiSDeL's estimate for ``row``: its model measured on two parts of its data and extrapolated (or a control's)."""
     profile = profile_model(load_model(ref(row)))
     if control == "fixed":
         return fixed_constants(calibration, profile, row)
