@@ -7,7 +7,7 @@ import math
 import pytest
 
 from owx.disdel.data import DatasetInfo
-from owx.disdel.estimator import MB, MemoryEstimator, RuntimeCalibration
+from owx.disdel.estimator import MB, MeasuredStep, MemoryEstimator, RuntimeCalibration
 from owx.disdel.failures import FailureManager, LimitsExhausted, classify
 from owx.disdel.history import FailureRecord, HistoryRecord
 from owx.disdel.job import parse_job
@@ -50,6 +50,23 @@ def test_estimate_parts_add_up() -> None:
     # a batch larger than the shard trains on the shard
     assert MemoryEstimator(CALIBRATION).training(PROFILE, 4096, 100, SAMPLE_BYTES).activations == \
         MemoryEstimator(CALIBRATION).training(PROFILE, 100, 100, SAMPLE_BYTES).activations
+
+
+def test_a_measured_model_is_extrapolated_along_the_line_through_its_two_peaks() -> None:
+    """With the job's model measured on two parts of its data, the estimate follows that model's own
+    growth per sample (not the runtime's data factor), never less than the sample itself."""
+    step = MeasuredStep(peak_bytes=400 * MB, samples=500, more_peak_bytes=420 * MB, more_samples=1000, batch=32)
+    estimator = MemoryEstimator(CALIBRATION)
+    at_shard = estimator.training(PROFILE, 32, 3000, SAMPLE_BYTES, step=step)
+    assert at_shard.measured == 100 * MB and at_shard.data == int(20 * MB / 500 * 2500)
+    assert at_shard.total == int(1.1 * (400 * MB + 20 * MB / 500 * 2500))
+    assert estimator.training(PROFILE, 32, 400, SAMPLE_BYTES, step=step).data == 0  # the smaller part covers it
+    shrunk = step.model_copy(update={"more_peak_bytes": 390 * MB})  # the allocator returned memory: noise
+    assert estimator.training(PROFILE, 32, 3000, SAMPLE_BYTES, step=shrunk).data == 2500 * SAMPLE_BYTES
+    warm = estimator.training(PROFILE, 32, 3000, SAMPLE_BYTES, warm=True, step=step)
+    assert warm.data == int(20 * MB / 500 * 2500 + (3.0 - 2.7) * 3000 * SAMPLE_BYTES)
+    other_batch = estimator.training(PROFILE, 64, 3000, SAMPLE_BYTES, step=step)  # measured at 32: the profile
+    assert other_batch.measured == 0 and other_batch.data == int(2.7 * 3000 * SAMPLE_BYTES)
 
 
 def test_two_actions_when_they_fit() -> None:
