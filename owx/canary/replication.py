@@ -3,11 +3,14 @@
 A *runtime* is an action's code and kind (its ``ActionSpec.key``): a replica of it is a
 warm, initialised container that can take over any of its functions. For every runtime
 with scheduled functions the policy computes the required replicas ``rep_req`` from the
-strategy; the current replication factor is ``rep_act / func_act`` and the new one
-``rep_req / func_tot`` (replicas per function; the extracted text of the paper writes
-the ratios the other way round, which reverses the comparison — we keep the reading in
-which a replica is launched when there are fewer than needed). Replicas are launched
-while the current factor is below the new one.
+strategy; the current replication factor is ``rep_act / func_tot`` and the new one
+``rep_req / func_tot`` (replicas per function, over every function the replicas must cover;
+the extracted text of the paper writes the ratios the other way round, which reverses the
+comparison — we keep the reading in which a replica is launched when there are fewer than
+needed). Replicas are launched while the current factor is below the new one. Dividing the
+current replicas by the *active* functions only, as a literal reading would, launches nothing
+when a job's second function arrives with one replica for the first (1/1 = 2/2), and a second
+failure then waits for a cold runtime: the bench saw recoveries of ~9 s beside ones under 1 s.
 
 Strategies:
 
@@ -86,7 +89,7 @@ def decide(strategy: Replication | Literal["standby"], active: int, scheduled: i
     ``replicas`` live (or starting) replicas."""
     total = active + scheduled
     required = required_replicas(strategy, total, failure_rate)
-    current = replicas / active if active else (math.inf if replicas else 0.0)
+    current = replicas / total if total else (math.inf if replicas else 0.0)
     new = required / total if total else 0.0
     launch = required - replicas if required >= 1 and current < new else 0
     return ReplicationDecision(required, current, new, max(0, launch))

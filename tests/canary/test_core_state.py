@@ -127,6 +127,8 @@ def test_replication_factors_of_the_strategies():
     assert grow.required == 4 and grow.launch == 3 and grow.current_factor < grow.new_factor
     enough = decide("lenient", active=4, scheduled=1, replicas=1, failure_rate=0.5)
     assert enough.launch == 0
+    second = decide("dynamic", active=1, scheduled=1, replicas=1, failure_rate=0.5)  # 2 required, 1 there
+    assert second.required == 2 and second.launch == 1
     assert placement(3, ["node1"], ["node0", "node1", "node2"], []) == ["node1", "node0", "node2"]
     assert placement(1, ["node1"], ["node0", "node1"], ["node1"]) == ["node0"]
 
