@@ -9,8 +9,9 @@ the extracted text of the paper writes the ratios the other way round, which rev
 comparison — we keep the reading in which a replica is launched when there are fewer than
 needed). Replicas are launched while the current factor is below the new one. Dividing the
 current replicas by the *active* functions only, as a literal reading would, launches nothing
-when a job's second function arrives with one replica for the first (1/1 = 2/2), and a second
-failure then waits for a cold runtime: the bench saw recoveries of ~9 s beside ones under 1 s.
+when a job's second function arrives with one replica for the first (1/1 = 2/2), so a second
+failure waits for a cold runtime. (The Canary bench still sees some recoveries of 7-10 s beside
+ones under 1 s with this reading: it is one cause of the slow ones, not the only one.)
 
 Strategies:
 
