@@ -60,7 +60,8 @@ class CanaryCore:
         self.store = store
         self.pump = pump
         self.failure_rate = FailureRate(settings.failure_window)
-        self.runtimes = RuntimeManager(platform, tables, self.failure_rate, settings.replica_linger_s)
+        self.runtimes = RuntimeManager(platform, tables, self.failure_rate, settings.replica_linger_s,
+                                       settings.replica_wait_s)
         self.deaths = DeathWatch()
         self.deaths.subscribe(self.runtimes.lost)
         self.deaths.subscribe(self._node_watch)

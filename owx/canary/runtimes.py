@@ -4,7 +4,10 @@ It counts the active functions of each runtime, asks Algorithm 5
 (:mod:`owx.canary.replication`) for the replicas they need, starts them in the
 background on the nodes placement chooses (memory permitting), hands the best one to a
 failed function, replaces it, and retires a runtime's replicas once it has had no active
-function for ``linger_s``. Every replica has a ``replication_info`` row.
+function for ``linger_s``. Every replica has a ``replication_info`` row. A failed function that
+finds no warm replica but one still starting waits for it (up to ``wait_s``): the replica is
+further along than a new container would be, and a cold start beside it would only compete with
+it for the node's CPU.
 
 On a platform that cannot pin a run to a container (``platform.replicas is None``: an upstream
 OpenWhisk), a replica is a keep-warm activation instead: the runtime stays warm upstream, but no
@@ -47,20 +50,23 @@ class Runtime:
     active: int = 0
     job_nodes: list[str] = field(default_factory=list)
     replicas: dict[str, Replica] = field(default_factory=dict)
-    starting: int = 0
+    starting: list[str] = field(default_factory=list)  # the nodes of replicas being started
     idle_since: float | None = None
 
 
 class RuntimeManager:
     """Replicas of every stateful runtime on the platform."""
 
-    def __init__(self, platform: Platform, tables: CoreTables, failures: FailureRate, linger_s: float) -> None:
+    def __init__(self, platform: Platform, tables: CoreTables, failures: FailureRate, linger_s: float,
+                 wait_s: float) -> None:
         self.platform = platform
         self.tables = tables
         self.failures = failures
         self.linger_s = linger_s
+        self.wait_s = wait_s
         self._runtimes: dict[str, Runtime] = {}
         self._lock = threading.Lock()
+        self._started = threading.Condition(self._lock)  # a replica start ended (warm or not)
         self._launcher = ThreadPoolExecutor(2, thread_name_prefix="owx-canary-replica")
         self._closed = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name="owx-canary-retire", daemon=True)
@@ -76,7 +82,7 @@ class RuntimeManager:
                 runtime = self._runtimes[spec.key] = Runtime(spec, namespace, strategy)
             scheduled = len(nodes)
             runtime.job_nodes = list(dict.fromkeys(nodes + runtime.job_nodes))
-            decision = decide(strategy, runtime.active, scheduled, len(runtime.replicas) + runtime.starting,
+            decision = decide(strategy, runtime.active, scheduled, len(runtime.replicas) + len(runtime.starting),
                               self.failures.value)
             runtime.active += scheduled
             runtime.idle_since = None
@@ -102,7 +108,7 @@ class RuntimeManager:
             runtime = self._runtimes.get(spec.key)
             if runtime is None or runtime.active == 0:
                 return
-            decision = decide(runtime.strategy, runtime.active, 0, len(runtime.replicas) + runtime.starting,
+            decision = decide(runtime.strategy, runtime.active, 0, len(runtime.replicas) + len(runtime.starting),
                               self.failures.value)
             launches = self._plan_launches(runtime, decision.launch)
         for node in launches:
@@ -110,8 +116,22 @@ class RuntimeManager:
 
     # -- recovery ---------------------------------------------------------------------------
     def take(self, spec: ActionSpec, function_id: str, avoid: set[str]) -> Replica | None:
-        """Claim the best live replica of ``spec`` for ``function_id`` (not on ``avoid`` nodes):
-        on the node with the most free memory; None if there is none."""
+        """Claim the best live replica of ``spec`` for ``function_id`` (not on ``avoid`` nodes): on
+        the node with the most free memory; if none is warm but some are starting, the first of them
+        to be ready (waiting up to ``wait_s``); None if there is none."""
+        deadline = time.monotonic() + self.wait_s
+        while (replica := self._claim(spec, function_id, avoid)) is None:
+            with self._lock:
+                runtime = self._runtimes.get(spec.key)
+                pending = runtime is not None and any(node not in avoid and self._alive(node)
+                                                      for node in runtime.starting)
+                left = deadline - time.monotonic()
+                if not pending or left <= 0:
+                    return None
+                self._started.wait(left)
+        return replica
+
+    def _claim(self, spec: ActionSpec, function_id: str, avoid: set[str]) -> Replica | None:
         with self._lock:
             runtime = self._runtimes.get(spec.key)
             candidates = [] if runtime is None else [
@@ -172,7 +192,7 @@ class RuntimeManager:
         live = self.platform.live_nodes()
         existing = [r.node for r in runtime.replicas.values()]
         nodes = placement(count, runtime.job_nodes, live, existing)
-        runtime.starting += len(nodes)
+        runtime.starting.extend(nodes)
         return nodes
 
     def _launch(self, runtime: Runtime, node: str, job_id: str) -> None:
@@ -180,7 +200,7 @@ class RuntimeManager:
             self._launcher.submit(self._start_replica, runtime, node, job_id)
         except RuntimeError:  # closing
             with self._lock:
-                runtime.starting -= 1
+                runtime.starting.remove(node)
 
     def _start_replica(self, runtime: Runtime, node: str, job_id: str) -> None:
         spec = runtime.spec
@@ -194,7 +214,8 @@ class RuntimeManager:
         except (NoRoom, PlatformUnavailable, ReplicaFailed) as exc:
             log.info("no replica of %s on %s: %s", spec.key, node, exc)
         with self._lock:
-            runtime.starting -= 1
+            runtime.starting.remove(node)
+            self._started.notify_all()
             if info is None:
                 return
             replica = Replica(info.id, node, ReplicationInfo(

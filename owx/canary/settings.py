@@ -22,3 +22,7 @@ class CanarySettings(BaseModel):
         10.0, ge=0, description="how long replicas of a runtime outlive its last active function"
     )
     death_wait_s: float = Field(0.5, gt=0, description="how long recovery waits for the death notice of a container")
+    replica_wait_s: float = Field(
+        60.0, ge=0, description="how long a failed function waits for a replica that is still starting when none "
+        "is warm, before it takes a new container (0: never waits)"
+    )

@@ -219,6 +219,19 @@ class Cgroup:
             oom_kills=control.get("oom_kill", 0),
         )
 
+    def oom_kills(self) -> int:
+        """The kernel's OOM kill count of this group (one file read, for every activation)."""
+        if is_v2():
+            return _keyed(_read(self.dir() / "memory.events")).get("oom_kill", 0)
+        return _keyed(_read(self.dir("memory") / "memory.oom_control")).get("oom_kill", 0)
+
+    def memory_peak(self) -> int:
+        """The group's memory high-water mark in bytes (v2 without ``memory.peak``: the usage now)."""
+        if is_v2():
+            peak = self.dir() / "memory.peak"
+            return int(_read(peak if peak.exists() else self.dir() / "memory.current"))
+        return int(_read(self.dir("memory") / "memory.max_usage_in_bytes"))
+
     def set_oom_kill_disable(self, disabled: bool, missing_ok: bool = False) -> None:
         """cgroup v1: pause tasks at the limit instead of killing them."""
         if is_v2():

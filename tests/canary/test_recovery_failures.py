@@ -13,6 +13,7 @@ import time
 import pytest
 from canary_support import (
     annotation,
+    COUNTER,
     busy_containers,
     expected_total,
     kill_running,
@@ -60,6 +61,23 @@ def test_sigkill_resumes_from_the_latest_checkpoint(gw, http):
     function = http.get(gw.api(f"canary/function_info/{aid}")).json()
     assert function["state"] == "succeeded" and function["attempts"] == 2
     assert http.get(gw.api(f"canary/checkpoint_info/{aid}")).json()["latest_seq"] == 30
+
+
+def test_a_second_failure_waits_for_the_replica_still_starting(gw, http):
+    # the runtime takes 2 s to initialise: the replica that replaces the one the first failure
+    # used is still starting when the second failure comes, 0.1 s later
+    slow_init = "import time\ntime.sleep(2)\n" + COUNTER
+    name = gw.put_action(http, code=slow_init, canary={"checkpoint": "explicit"})
+    aid = http.post(gw.api(f"actions/{name}"), json={"steps": 30, "delay": 0.05}).json()["activationId"]
+    kill_running(gw, name, aid, after_checkpoints=5)
+    kill_running(gw, name, aid, after_checkpoints=7)
+    record = gw.wait_record(http, aid)
+
+    assert record["response"]["success"], record
+    assert record["response"]["result"]["total"] == expected_total(30)
+    first, second = annotation(record, "canary")["failures"]
+    assert first["replica"] is not None
+    assert second["replica"] is not None and second["replica"] != first["replica"]  # not a new container
 
 
 def test_oom_killed_container_is_recovered(gw, http):

@@ -94,6 +94,7 @@ class TrainingRun:
     kills: int
     effects: EffectCheck
     failures_seen: int = 0  # failures the records' canary annotations list
+    on_replica: int = 0  # of those, the ones a warm replica took over (the rest waited for a new container)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -154,7 +155,7 @@ class TrainingBench:
                  key: str, node_kill: NodeKill | None) -> TrainingRun:
         killed = {t.activation_id: t for t in targets if t.killed_at is not None}
         committed: dict[str, str | None] = {}
-        recovery, durations, failures = [], [], 0
+        recovery, durations, failures, on_replica = [], [], 0, 0
         for aid, record in zip(ids, records):
             ok = record is not None and record["response"]["success"]
             result = record["response"]["result"] if ok else {}
@@ -162,15 +163,17 @@ class TrainingBench:
             if record is None:
                 continue
             durations.append((record["end"] - record["start"]) / 1000)
-            failures += sum(len(a["value"].get("failures", [])) for a in record.get("annotations", [])
-                            if a["key"] == "canary" and isinstance(a["value"], dict))
+            listed = [f for a in record.get("annotations", []) if a["key"] == "canary" and isinstance(a["value"], dict)
+                      for f in a["value"].get("failures", [])]
+            failures += len(listed)
+            on_replica += sum(1 for f in listed if f.get("replica"))
             if aid in killed:  # never recovered: an infinite recovery time
                 recovery.append(recovery_time(result, killed[aid]) if ok else float("inf"))
         done = [r for r in records if r]
         makespan = (max(r["end"] for r in done) - min(r["start"] for r in done)) / 1000 if done else 0.0
         effects = check(read_log(self.effect_client, key), committed, self.workload.epochs)
         extra = {"node killed": node_kill.node} if node_kill else {}
-        return TrainingRun(label, makespan, durations, recovery, len(killed), effects, failures, extra)
+        return TrainingRun(label, makespan, durations, recovery, len(killed), effects, failures, on_replica, extra)
 
     def close(self) -> None:
         self.gateway.stop()
@@ -218,6 +221,7 @@ def record_run(report: Report, run: TrainingRun) -> None:
                   if run.durations_s else 0.0, "s")
     report.figure(f"{run.label}: kills", run.kills)
     report.figure(f"{run.label}: failures in the records", run.failures_seen)
+    report.figure(f"{run.label}: failures taken over by a warm replica", run.on_replica)
     report.figure(f"{run.label}: mean recovery time", round(run.mean_recovery_s, 3), "s")
     report.figure(f"{run.label}: executions in the effect log", run.effects.attempts)
     for name, value in run.extra.items():
@@ -226,7 +230,8 @@ def record_run(report: Report, run: TrainingRun) -> None:
         if name not in ("activations", "attempts"):
             report.figure(f"{run.label}: {name.replace('_', ' ')}", value)
     print(f"{run.label:>13}: makespan {run.makespan_s:6.1f} s, kills {run.kills}, recovery "
-          f"{run.mean_recovery_s:6.2f} s ({', '.join(f'{r:.2f}' for r in run.recovery_s)}), {run.effects}", flush=True)
+          f"{run.mean_recovery_s:6.2f} s ({', '.join(f'{r:.2f}' for r in run.recovery_s)}; on a warm replica "
+          f"{run.on_replica} of {run.failures_seen}), {run.effects}", flush=True)
 
 
 def exactly_once_goals(report: Report, run: TrainingRun) -> None:

@@ -8,10 +8,11 @@ module. Backends raise :class:`StoreUnavailable` for every failure of the store 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from owx.canary.checkpoint.errors import StoreUnavailable
+from owx.canary.checkpoint.files import Chunk
 
 
 class KV(ABC):
@@ -40,6 +41,11 @@ class KV(ABC):
     @abstractmethod
     def put(self, key: str, value: bytes) -> None:
         """Set ``key`` unconditionally."""
+
+    def put_chunks(self, key: str, chunks: Sequence[Chunk]) -> None:
+        """Set ``key`` to the concatenation of ``chunks`` (backends that can send them as they are
+        skip the copy)."""
+        self.put(key, b"".join(chunks))
 
     @abstractmethod
     def delete(self, keys: Iterable[str]) -> None:

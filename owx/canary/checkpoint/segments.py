@@ -37,7 +37,7 @@ class Segments:
         """Write a segment to ``where`` (``kv``, ``spool`` or ``blob``) and return its location."""
         if where == "kv":
             key = stage_key(function_id, seq)
-            self.kv.put(key, b"".join(chunks))
+            self.kv.put_chunks(key, chunks)
             return KV_PREFIX + key
         files = self.spool if where == "spool" else self.blobs
         rel = files.relpath(function_id, seq)

@@ -111,7 +111,7 @@ class Container(ABC):
     def oom_kills(self) -> int:
         """OOM kills counted by the kernel in this container's cgroup (0 once the group is gone)."""
         try:
-            return self.cgroup.memory().oom_kills
+            return self.cgroup.oom_kills()
         except CgroupError:
             return 0
 
@@ -177,7 +177,7 @@ class Container(ABC):
         if self._oomfd is not None and _drain(self._oomfd):  # an OOM event in the same epoll batch
             self._oom_seen = True
         try:  # the kernel's kill counter is exact (Escra's rescued OOM events kill nobody) ...
-            oom_killed = self.cgroup.memory().oom_kills > 0
+            oom_killed = self.cgroup.oom_kills() > 0
         except CgroupError:  # ... but a Docker container's group may be gone already
             oom_killed = self._oom_seen
         code = self._exit_code()

@@ -516,7 +516,7 @@ class ContainerPool:
 
     def _outcome(self, status, result, logs, started, container, failure) -> RunOutcome:
         try:
-            peak = container.cgroup.memory().max_usage
+            peak = container.cgroup.memory_peak()
         except CgroupError:
             peak = None
         return RunOutcome(
