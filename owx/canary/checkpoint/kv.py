@@ -38,6 +38,11 @@ class KV(ABC):
     def get(self, key: str) -> bytes | None:
         """The value of ``key``, or None."""
 
+    def get_buffer(self, key: str) -> bytes | bytearray | None:
+        """The value of ``key`` for a large read (backends that can read it straight into a writable
+        buffer skip the copies), or None."""
+        return self.get(key)
+
     @abstractmethod
     def put(self, key: str, value: bytes) -> None:
         """Set ``key`` unconditionally."""

@@ -47,7 +47,7 @@ class Segments:
     def read(self, location: str) -> bytes | bytearray | None:
         """The segment's bytes, or None if nothing is (any longer) at ``location``."""
         if location.startswith(KV_PREFIX):
-            return self.kv.get(location.removeprefix(KV_PREFIX))
+            return self.kv.get_buffer(location.removeprefix(KV_PREFIX))
         if location.startswith(SPOOL_PREFIX):
             return self.spool.read(location.removeprefix(SPOOL_PREFIX))
         if location.startswith(BLOB_PREFIX):
