@@ -27,7 +27,7 @@ from owx.canary.options import Replication
 from owx.canary.replication import FailureRate, decide, placement
 from owx.canary.tables import CoreTables, ReplicationInfo, now_ms
 from owx.platform import Platform
-from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
+from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaControl, ReplicaFailed
 from owx.platform.types import ActionSpec, ContainerDeath
 
 log = logging.getLogger(__name__)
@@ -119,8 +119,11 @@ class RuntimeManager:
         """Claim the best live replica of ``spec`` for ``function_id`` (not on ``avoid`` nodes): on
         the node with the most free memory; if none is warm but some are starting, the first of them
         to be ready (waiting up to ``wait_s``); None if there is none."""
+        control = self.platform.replicas
+        if control is None:  # keep-warm activations upstream: no container to hand out
+            return None
         deadline = time.monotonic() + self.wait_s
-        while (replica := self._claim(spec, function_id, avoid)) is None:
+        while (replica := self._claim(control, spec, function_id, avoid)) is None:
             with self._lock:
                 runtime = self._runtimes.get(spec.key)
                 pending = runtime is not None and any(node not in avoid and self._alive(node)
@@ -131,15 +134,14 @@ class RuntimeManager:
                 self._started.wait(left)
         return replica
 
-    def _claim(self, spec: ActionSpec, function_id: str, avoid: set[str]) -> Replica | None:
+    def _claim(self, control: ReplicaControl, spec: ActionSpec, function_id: str, avoid: set[str]) -> Replica | None:
         with self._lock:
             runtime = self._runtimes.get(spec.key)
             candidates = [] if runtime is None else [
                 r for r in runtime.replicas.values() if r.node not in avoid and self._alive(r.node)
             ]
             candidates.sort(key=lambda r: -self.platform.ledger.free(r.node))
-        control = self.platform.replicas
-        for replica in candidates if control is not None else ():
+        for replica in candidates:
             claimed = control.claim(spec, replica.node)
             if claimed is None:
                 continue

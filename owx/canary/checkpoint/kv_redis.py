@@ -117,7 +117,8 @@ def _no_client_info(redis: ModuleType) -> dict[str, None]:
 
 
 def _read_bulk(sock: socket.socket) -> bytearray | None:
-    """One bulk-string reply (``$<n>\\r\\n<n bytes>\\r\\n``; none: ``$-1\\r\\n``, or ``_\\r\\n`` in RESP3) read from ``sock``."""
+    """One bulk-string reply read from ``sock``: ``$<n>\\r\\n<n bytes>\\r\\n``; None for no value
+    (``$-1\\r\\n``, or ``_\\r\\n`` in RESP3)."""
     head = bytearray()
     while (end := head.find(b"\r\n")) < 0:
         if len(head) > MAX_HEADER:
