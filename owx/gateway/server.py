@@ -6,7 +6,9 @@ run (wrk, 4 connections), a trivial ASGI handler on uvicorn (uvloop + httptools)
 requests/s against 958/s for a Flask hello on waitress, it runs inside this process's own event
 loop (one process owns the platform) on sockets bound beforehand (port 0 works), and it is
 widely deployed. Granian was as fast but its embedded server is marked experimental and binds
-its own sockets.
+its own sockets. The 3,832/s is the server alone: with the Flask app behind the bridge, ``owx bench
+invoke``'s anchor measured 1,297 requests/s (waitress 1,367/s, granian 2,082/s, same run), so the
+bridge and Flask's request cycle, not uvicorn, set the ceiling.
 
 Stopping (``stop()``, SIGTERM or SIGINT): the listeners close (requests in flight get up to
 ``LISTENER_GRACE_S``), then the gateway closes: running activations get the configured grace,
