@@ -10,8 +10,7 @@ comparison — we keep the reading in which a replica is launched when there are
 needed). Replicas are launched while the current factor is below the new one. Dividing the
 current replicas by the *active* functions only, as a literal reading would, launches nothing
 when a job's second function arrives with one replica for the first (1/1 = 2/2), so a second
-failure waits for a cold runtime. (The Canary bench still sees some recoveries of 7-10 s beside
-ones under 1 s with this reading: it is one cause of the slow ones, not the only one.)
+failure waits for a cold runtime.
 
 Strategies:
 

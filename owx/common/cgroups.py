@@ -205,19 +205,12 @@ class Cgroup:
             base = self.dir()
             raw_limit = _read(base / "memory.max").strip()
             limit = UNLIMITED if raw_limit == "max" else int(raw_limit)
-            peak = base / "memory.peak"
             usage = int(_read(base / "memory.current"))
-            events = _keyed(_read(base / "memory.events"))
-            max_usage = int(_read(peak)) if peak.exists() else usage
-            return MemoryStat(usage, limit, max_usage, events.get("oom_kill", 0))
-        base = self.dir("memory")
-        control = _keyed(_read(base / "memory.oom_control"))
-        return MemoryStat(
-            usage=int(_read(base / "memory.usage_in_bytes")),
-            limit=int(_read(base / "memory.limit_in_bytes")),
-            max_usage=int(_read(base / "memory.max_usage_in_bytes")),
-            oom_kills=control.get("oom_kill", 0),
-        )
+        else:
+            base = self.dir("memory")
+            limit = int(_read(base / "memory.limit_in_bytes"))
+            usage = int(_read(base / "memory.usage_in_bytes"))
+        return MemoryStat(usage, limit, self.memory_peak(), self.oom_kills())
 
     def oom_kills(self) -> int:
         """The kernel's OOM kill count of this group (one file read, for every activation)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
-from typing import cast
+from typing import Any, cast
 
 from owx.canary.checkpoint.errors import StoreUnavailable
 from owx.canary.checkpoint.files import Chunk
@@ -55,20 +56,12 @@ class RedisKV(KV):
         """``GET`` read from the socket straight into a bytearray of the value's size. Through the
         client library a 10 MB checkpoint is fed to the reply parser in 32 KB pieces, copied into a
         bytes object, and copied once more to be writable for the arrays restored from it."""
-        pool = self._redis.connection_pool
-        with self.guard("get"):
-            connection = pool.get_connection()
+        with self.guard("get"), self._raw_connection() as connection:
+            connection.send_command("GET", self._prefix + key)
             try:
-                connection.send_command("GET", self._prefix + key)
                 return _read_bulk(connection._sock)  # a connection just taken: nothing is buffered on it
             except (OSError, ValueError) as exc:
-                connection.disconnect()
                 raise StoreUnavailable(f"{self.description}: get failed: {exc}") from exc
-            except BaseException:
-                connection.disconnect()  # a reply left half read must not be taken for the next one
-                raise
-            finally:
-                pool.release(connection)
 
     def put_chunks(self, key: str, chunks: Sequence[Chunk]) -> None:
         """``SET`` written as the protocol's bytes around the chunks themselves: a 10 MB checkpoint
@@ -76,17 +69,23 @@ class RedisKV(KV):
         name = (self._prefix + key).encode()
         size = sum(memoryview(chunk).nbytes for chunk in chunks)
         header = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n" % (len(name), name, size)
+        with self.guard("put"), self._raw_connection() as connection:
+            connection.send_packed_command([header, *chunks, b"\r\n"])
+            connection.read_response()
+
+    @contextmanager
+    def _raw_connection(self) -> Iterator[Any]:
+        """A connection of the pool for one exchange written or read by hand; dropped if it fails part
+        way (a half-sent command or half-read reply must not meet the next caller)."""
         pool = self._redis.connection_pool
-        with self.guard("put"):
-            connection = pool.get_connection()
-            try:
-                connection.send_packed_command([header, *chunks, b"\r\n"])
-                connection.read_response()
-            except BaseException:
-                connection.disconnect()  # a half-sent command must not be followed on this connection
-                raise
-            finally:
-                pool.release(connection)
+        connection = pool.get_connection()
+        try:
+            yield connection
+        except BaseException:
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
 
     def delete(self, keys: Iterable[str]) -> None:
         names = [self._prefix + k for k in keys]
