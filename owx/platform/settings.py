@@ -56,6 +56,11 @@ class PlatformSettings(BaseModel):
         ["numpy", "redis", "owx.canary.checkpoint"],
         description="modules the zygote imports once for every runtime it forks (missing ones are skipped)",
     )
+    zygote_kind_preload: dict[str, list[str]] = Field(
+        {"python:tensorflow": ["tensorflow"]},
+        description="kinds with a zygote of their own, and the modules it imports besides the common ones "
+        "(started at the kind's first container; until it is ready the common zygote forks the kind)",
+    )
     user_cpus: float | None = Field(
         None, gt=0,
         description="CPUs shared by a node's containers; when set, each container gets a CFS quota of "

@@ -10,7 +10,8 @@ Protocol on a SOCK_SEQPACKET socket (:mod:`owx.runtimes.fd_messages`):
 - request ``{"id": n, "plan": ContainerPlan fields}`` with four descriptors attached (listener,
   stdout, stderr, the container's control socket); reply ``{"id": n, "pid": n}`` or
   ``{"id": n, "error": str}``;
-- notice ``{"exited": pid, "code": n}`` when a child ends (the zygote is its parent).
+- notice ``{"exited": pid, "code": n}`` when a child ends (the zygote is its parent);
+- notice ``{"ready": true}`` once the preloaded modules are imported (requests sent before wait).
 
 ``python -m owx.runtimes.zygote --once PLAN_JSON FD FD FD FD`` is the same start without a zygote
 (the exec path): it forks one container from the four descriptors it inherited and mirrors its
@@ -74,6 +75,7 @@ def serve(sock: socket.socket, preload: list[str]) -> None:
             print(f"owx zygote: not preloaded {name}: {exc}", file=sys.stderr, flush=True)
     import owx.runtimes.python_action  # noqa: F401  the runtime itself
 
+    fd_messages.send(sock, {"ready": True})
     exits = ChildExits()
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, "request")

@@ -62,3 +62,23 @@ def test_containers_start_without_the_zygote_and_while_a_dead_one_is_replaced(ma
     assert forked.run(spec(ECHO, name="after"), request()).status == SUCCESS
     newest = max(forked.containers(), key=lambda c: c.action_key == "guest/after@1")
     assert parent_of(newest.pid) == backend.zygote.process.pid
+
+
+PRELOADED = "import sys\ndef main(args):\n    return {'preloaded': 'xml.dom.minidom' in sys.modules}\n"
+
+
+def test_a_kind_with_its_own_preloads_is_forked_from_its_own_zygote_once_ready(make_platform):
+    platform = make_platform(zygote_kind_preload={"python:3.11": ["xml.dom.minidom"]})
+    zygotes = platform.backends.for_kind("python:3.11").zygotes
+    first = platform.run(spec(PRELOADED, name="first", kind="python:3.11"), request())
+    assert first.status == SUCCESS and first.result == {"preloaded": False}  # the common zygote, while its own imports
+
+    wait_for(lambda: zygotes.preloaded("python:3.11"), timeout=60, what="the kind's zygote")
+    own = zygotes.for_kind("python:3.11")
+    assert own is not zygotes.common
+    later = platform.run(spec(PRELOADED, name="later", kind="python:3.11"), request())
+    other = platform.run(spec(PRELOADED, name="other", kind="python:3"), request())
+    assert later.result == {"preloaded": True} and other.result == {"preloaded": False}
+    parents = {c.action_key: parent_of(c.pid) for c in platform.containers()}
+    assert parents["guest/later@1"] == own.process.pid
+    assert parents["guest/other@1"] == parents["guest/first@1"] == zygotes.common.process.pid

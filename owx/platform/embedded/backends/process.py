@@ -1,7 +1,8 @@
 """Backend ``process``: a container is a sandboxed runtime process tree in its own cgroup on this machine.
 
 Start-up is one fork of the backend's zygote (a process that imported the runtime and common
-modules once, :mod:`owx.runtimes.zygote`), or, without it, an interpreter started for this one
+modules once, :mod:`owx.runtimes.zygote`; a kind such as ``python:tensorflow`` has its own that
+also imported the kind's libraries), or, without it, an interpreter started for this one
 container (``zygote --once``): both run the same code, :mod:`owx.runtimes.container_init`, as pid
 1 of a new pid namespace, which joins the cgroup (created and limited first), builds the sandbox
 (:mod:`owx.runtimes.confine`) and waits to learn its tenant (:meth:`ProcessContainer.assign`:
@@ -21,7 +22,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import threading
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
@@ -29,7 +29,7 @@ from pathlib import Path
 from owx.common.cgroups import CgroupError
 from owx.platform.embedded.backends import PYTHON_KINDS
 from owx.platform.embedded.backends.sandbox_layout import SandboxLayout
-from owx.platform.embedded.backends.zygote_client import Zygote, ZygoteError
+from owx.platform.embedded.backends.zygote_client import Zygote, ZygoteError, Zygotes
 from owx.platform.embedded.container import Backend, Container, ContainerRequest
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
@@ -60,26 +60,13 @@ class ProcessBackend(Backend):
         self.identities = identities
         self.layout = SandboxLayout.build(list(self.launch.paths), instance.state_dir, identities.directories,
                                           settings.sandbox)
-        self._make_zygote = partial(Zygote, self.launch.python, runtime_env(self.launch.pythonpath),
-                                    settings.zygote_preload)
-        self.zygote = self._make_zygote() if settings.zygote else None
-        self._replacing = threading.Lock()
+        make = partial(Zygote, self.launch.python, runtime_env(self.launch.pythonpath))
+        self.zygotes = Zygotes(make, settings.zygote_preload, settings.zygote_kind_preload) if settings.zygote else None
 
-    def live_zygote(self) -> Zygote | None:
-        """The zygote if it runs; a dead one is replaced in the background (meanwhile: the exec path)."""
-        zygote = self.zygote
-        if zygote is None or zygote.alive:
-            return zygote
-        if self._replacing.acquire(blocking=False):
-            threading.Thread(target=self._replace, args=(zygote,), name="owx-zygote-replace", daemon=True).start()
-        return None
-
-    def _replace(self, dead: Zygote) -> None:
-        try:
-            dead.close()
-            self.zygote = self._make_zygote()
-        finally:
-            self._replacing.release()
+    @property
+    def zygote(self) -> Zygote | None:
+        """The common zygote (None: containers start an interpreter each)."""
+        return self.zygotes.common if self.zygotes is not None else None
 
     def create(self, request: ContainerRequest) -> Container:
         if request.kind not in PYTHON_KINDS:
@@ -90,8 +77,8 @@ class ProcessBackend(Backend):
 
     def close(self) -> None:
         super().close()
-        if self.zygote is not None:
-            self.zygote.close()
+        if self.zygotes is not None:
+            self.zygotes.close()
 
 
 class ProcessContainer(Container):
@@ -123,7 +110,7 @@ class ProcessContainer(Container):
             listener.listen(128)
             plan = backend.layout.plan(self.id, self.cgroup, self.uid, runtime_env(backend.launch.pythonpath))
             fds = [listener.fileno(), out_w, err_w, theirs.fileno()]
-            pid = self._fork(backend.live_zygote(), plan, fds)
+            pid = self._fork(backend.zygotes.for_kind(self.request.kind) if backend.zygotes else None, plan, fds)
             if pid is None:
                 self._process = subprocess.Popen(
                     backend.launch.once_command(plan, fds), pass_fds=fds, stdin=subprocess.DEVNULL,

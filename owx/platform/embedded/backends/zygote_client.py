@@ -1,6 +1,7 @@
 """The local backend's end of a runtime zygote (:mod:`owx.runtimes.zygote`).
 
-One zygote per backend; :meth:`Zygote.spawn` returns the pid of a forked container's first
+One common zygote per backend, and one per kind that preloads more (:mod:`.process`);
+:meth:`Zygote.spawn` returns the pid of a forked container's first
 process, and :meth:`Zygote.exit_code` its exit status once the zygote has reaped it.
 """
 
@@ -13,7 +14,7 @@ import socket
 import subprocess
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from owx.runtimes import fd_messages
 
@@ -40,6 +41,7 @@ class Zygote:
             theirs.close()
         self.sock = ours
         self.alive = True
+        self.ready = threading.Event()  # the preloads are imported: a spawn answers at once
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
         self._exits: dict[int, int] = {}
         self._cond = threading.Condition()
@@ -87,7 +89,9 @@ class Zygote:
         try:
             while (received := fd_messages.receive(self.sock)) is not None:
                 message, _ = received
-                if "exited" in message:
+                if message.get("ready"):
+                    self.ready.set()
+                elif "exited" in message:
                     with self._cond:
                         self._exits[int(message["exited"])] = int(message["code"])
                         self._cond.notify_all()
@@ -100,3 +104,77 @@ class Zygote:
             self._cond.notify_all()
         self._replies.put({"error": "the zygote exited"})
         log.info("runtime zygote %d ended", self.process.pid)
+
+
+COMMON = ""  # the key of the common zygote
+
+
+class Zygotes:
+    """A backend's zygotes: a common one, and one per kind of ``kind_preload`` (the common modules
+    and the kind's own: TensorFlow's 5 CPU-seconds of imports paid once, not by every container).
+
+    A kind's zygote starts with the kind's first container and forks it once it is ready; until
+    then the common one does (that container imports the rest itself). A dead zygote is replaced
+    in the background; meanwhile its kind's containers start another way.
+    """
+
+    def __init__(self, start: Callable[[list[str]], Zygote], common: list[str],
+                 kind_preload: dict[str, list[str]]) -> None:
+        self._start = start
+        self._preloads = {COMMON: list(common)} | {kind: [*common, *extra] for kind, extra in kind_preload.items()}
+        self._zygotes: dict[str, Zygote] = {COMMON: start(self._preloads[COMMON])}
+        self._replacing: set[str] = set()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def common(self) -> Zygote:
+        return self._zygotes[COMMON]
+
+    def for_kind(self, kind: str) -> Zygote | None:
+        """The zygote to fork a container of ``kind`` from; None: start an interpreter."""
+        if kind in self._preloads:
+            own = self._live(kind)
+            if own is not None and own.ready.is_set():
+                return own
+        return self._live(COMMON)
+
+    def preloaded(self, kind: str) -> bool:
+        """Whether containers of ``kind`` are forked with every module of the kind imported."""
+        zygote = self._zygotes.get(kind if kind in self._preloads else COMMON)
+        return zygote is not None and zygote.alive and zygote.ready.is_set()
+
+    def _live(self, key: str) -> Zygote | None:
+        """``key``'s zygote if it runs (a common one still importing: its spawn waits); a missing
+        or dead one is started in the background."""
+        with self._lock:
+            zygote = self._zygotes.get(key)
+            if zygote is not None and zygote.alive:
+                return zygote
+            if self._closed or key in self._replacing:
+                return None
+            self._replacing.add(key)
+        threading.Thread(target=self._replace, args=(key, zygote), name="owx-zygote-start", daemon=True).start()
+        return None
+
+    def _replace(self, key: str, dead: Zygote | None) -> None:
+        try:
+            if dead is not None:
+                dead.close()
+            zygote = self._start(self._preloads[key])
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._zygotes[key] = zygote
+            if closed:
+                zygote.close()
+        finally:
+            with self._lock:
+                self._replacing.discard(key)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            zygotes = list(self._zygotes.values())
+        for zygote in zygotes:
+            zygote.close()
