@@ -57,9 +57,11 @@ class PlatformSettings(BaseModel):
         description="modules the zygote imports once for every runtime it forks (missing ones are skipped)",
     )
     zygote_kind_preload: dict[str, list[str]] = Field(
-        {"python:tensorflow": ["tensorflow"]},
+        {},
         description="kinds with a zygote of their own, and the modules it imports besides the common ones "
-        "(started at the kind's first container; until it is ready the common zygote forks the kind)",
+        "(started at the kind's first container; until it is ready the common zygote forks the kind), e.g. "
+        '{"python:tensorflow": ["tensorflow"]}. Off by default: what the zygote imported is charged to its '
+        "cgroup, not the containers', so their measured peaks drop by it (DiSDeL calibrates from those peaks)",
     )
     user_cpus: float | None = Field(
         None, gt=0,

@@ -149,8 +149,8 @@ class NodeSpec(Strict):
     bfd: BfdSpec = BfdSpec()
     reconciler: ReconcilerSpec = ReconcilerSpec()
     frr_dir: Path | None = Field(default=None, description="FRR run dir; default /run/owx-thorn/<name>")
-    frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of bfdd and of THORN's "
-                                 "steering thread; 0 = off")
+    frr_rt_priority: int = Field(default=50, ge=0, le=99, description="SCHED_FIFO priority of bfdd; THORN's "
+                                 "steering process runs one below (bfdd never waits for it); 0 = off")
     daemon_nice: int = Field(default=-10, ge=-20, le=19, description="nice value of the node daemon: its reconciler "
                              "(and the tc calls it makes) runs ahead of tenants' work on a loaded machine")
     frr_nexthop_groups: bool = Field(default=False, description="let zebra install kernel nexthop groups (FRR 8.4 "

@@ -1,6 +1,6 @@
 """The steering process: fast failover (:mod:`owx.thorn.failover`) as soon as a path changes.
 
-A process of its own, at real-time priority as bfdd: a thread of the daemon would wait for
+A process of its own, at real-time priority just below bfdd's: a thread of the daemon would wait for
 Python's interpreter lock whenever the kernel has descheduled another thread holding it (the
 reconciler parsing tc output, an HTTP request), which on a loaded machine takes tens of
 milliseconds. It has its own netlink subscription (links, routes), bfdd's session states and
@@ -117,6 +117,13 @@ class Steering:
             self._first.set()
 
 
+def steering_priority(bfdd_priority: int) -> int:
+    """One below bfdd's: SCHED_FIFO never preempts a task of equal priority, so at bfdd's own a
+    steering pass (tens of ms of Python after a fault, on every node at once) kept the bfdds
+    of a 2-core machine off the CPU past their 60 ms detection time, and BFD failed everywhere."""
+    return max(1, bfdd_priority - 1)
+
+
 def _main(node_json: str, conn: Connection) -> None:
     node = NodeSpec.model_validate_json(node_json)
     # a stale override could pin traffic to a path that fails later: always clean up on the way out
@@ -124,7 +131,7 @@ def _main(node_json: str, conn: Connection) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s steering[{node.name}] %(levelname)s %(message)s")
     if node.frr_rt_priority:
         try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(node.frr_rt_priority))
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(steering_priority(node.frr_rt_priority)))
         except PermissionError:
             log.warning("cannot run at real-time priority (needs CAP_SYS_NICE): failover may lag on a busy host")
     try:

@@ -70,7 +70,9 @@ from owx.common.cgroups import Cgroup
 from owx.platform.embedded.backends.process import ProcessBackend
 from owx.settings import Settings
 
+
 KIND = "python:tensorflow"
+KIND_PRELOAD = {KIND: ["tensorflow"]}  # the platform setting: replicas start without importing TensorFlow again
 MEMORY_MB = 1024
 TIMEOUT_MS = 300_000  # OpenWhisk's maximum: one execution of the training takes about a minute
 ANNOUNCE_KEY = "announced"
@@ -118,7 +120,7 @@ class TrainingBench:
             data_dir=workdir / "gw", gateway={"port": 0, "concurrent_invocations": concurrency},
             limits={"memory_mb": {"max": MEMORY_MB}},
             canary={"store_url": self.checkpoints.url},  # blobs: the namespace's directory
-            platform={"nodes": nodes, "user_memory_mb": 6144, "stem_cells": 0,
+            platform={"nodes": nodes, "user_memory_mb": 6144, "stem_cells": 0, "zygote_kind_preload": KIND_PRELOAD,
                       "cgroup_root": cgroup_root})
         try:
             self.gateway = GatewayHarness.start(settings)
@@ -296,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         "activations_per_run": args.activations, "concurrency": args.concurrency, "nodes": args.nodes,
         "seed": args.seed, "kill_moments_fraction_of_failure_free_duration": [round(m, 3) for m in moments],
         "node_kill_fraction": round(node_fraction, 3), "checkpoint_mb": args.checkpoint_mb,
+        "platform_zygote_kind_preload": KIND_PRELOAD,
         "cold_repeats": args.repeats, "quick": args.quick})
     action = {"no-recovery": "train-no-recovery", "no-fencing": "train-no-fencing"}.get(args.control or "",
                                                                                        "train-canary")
