@@ -34,6 +34,10 @@ Controls (``--control NAME``; each must fail its goals):
 * ``no-fencing`` — two executions of every activation at once (request replication), the
   first result committed: both executions' effects and results reach the world (doubled).
 
+Ablation ``--control no-kind-zygote``: the platform without TensorFlow's own zygote, so every
+replica imports TensorFlow itself (about 5 CPU-seconds on the cores the training uses): what the
+zygote is worth in makespan and recovery.
+
 Options: ``--activations N`` (4), ``--concurrency N`` (2), ``--nodes N`` (2), ``--seed N``,
 ``--repeats N`` (cold checkpoint repeats, 20), ``--quick`` (3 epochs, smoke only: its
 figures are not evidence). ``owx bench canary --sweep …`` runs the strategy sweep instead.
@@ -76,7 +80,7 @@ KIND_PRELOAD = {KIND: ["tensorflow"]}  # the platform setting: replicas start wi
 MEMORY_MB = 1024
 TIMEOUT_MS = 300_000  # OpenWhisk's maximum: one execution of the training takes about a minute
 ANNOUNCE_KEY = "announced"
-CONTROLS = ("no-checkpoint", "no-recovery", "no-fencing")
+CONTROLS = ("no-checkpoint", "no-recovery", "no-fencing", "no-kind-zygote")
 CANARY = {"checkpoint": "explicit", "fault_tolerance": "canary", "replication": "dynamic"}
 ACTIONS = {  # action name -> canary annotation
     "train-canary": CANARY,
@@ -108,7 +112,8 @@ class TrainingRun:
 class TrainingBench:
     """A gateway with the training actions, a checkpoint Redis and an effect-log Redis."""
 
-    def __init__(self, workdir: Path, workload: TrainingWorkload, nodes: int, concurrency: int) -> None:
+    def __init__(self, workdir: Path, workload: TrainingWorkload, nodes: int, concurrency: int,
+                 kind_preload: dict[str, list[str]]) -> None:
         self.workdir = workdir
         self.workload = workload
         self.checkpoints = RedisServer(workdir / "redis-checkpoints")
@@ -120,7 +125,7 @@ class TrainingBench:
             data_dir=workdir / "gw", gateway={"port": 0, "concurrent_invocations": concurrency},
             limits={"memory_mb": {"max": MEMORY_MB}},
             canary={"store_url": self.checkpoints.url},  # blobs: the namespace's directory
-            platform={"nodes": nodes, "user_memory_mb": 6144, "stem_cells": 0, "zygote_kind_preload": KIND_PRELOAD,
+            platform={"nodes": nodes, "user_memory_mb": 6144, "stem_cells": 0, "zygote_kind_preload": kind_preload,
                       "cgroup_root": cgroup_root})
         try:
             self.gateway = GatewayHarness.start(settings)
@@ -288,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 short epochs: a smoke run, not evidence")
     args = parser.parse_args(argv)
     workload = TrainingWorkload(epochs=3, samples=1024) if args.quick else TrainingWorkload()
+    kind_preload = {} if args.control == "no-kind-zygote" else KIND_PRELOAD
     rng = random.Random(args.seed)
     moments = [rng.uniform(0.15, 0.85) for _ in range(args.activations)]
     node_fraction = rng.uniform(0.3, 0.7)
@@ -298,14 +304,14 @@ def main(argv: list[str] | None = None) -> int:
         "activations_per_run": args.activations, "concurrency": args.concurrency, "nodes": args.nodes,
         "seed": args.seed, "kill_moments_fraction_of_failure_free_duration": [round(m, 3) for m in moments],
         "node_kill_fraction": round(node_fraction, 3), "checkpoint_mb": args.checkpoint_mb,
-        "platform_zygote_kind_preload": KIND_PRELOAD,
+        "platform_zygote_kind_preload": kind_preload,
         "cold_repeats": args.repeats, "quick": args.quick})
     action = {"no-recovery": "train-no-recovery", "no-fencing": "train-no-fencing"}.get(args.control or "",
                                                                                        "train-canary")
     checkpoint = args.control != "no-checkpoint"
     workdir = Path(tempfile.mkdtemp(prefix="owx-bench-canary-ev-"))
     workdir.chmod(0o711)
-    bench = TrainingBench(workdir, workload, args.nodes, args.concurrency)
+    bench = TrainingBench(workdir, workload, args.nodes, args.concurrency, kind_preload)
     try:
         print("== warm-up (not measured) ==", flush=True)
         warm = TrainingWorkload(epochs=1, samples=256)
@@ -314,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                    for _ in range(args.concurrency)]
             for aid in ids:
                 bench.gateway.wait(aid)
-        report.figure("containers forked with TensorFlow imported (kind zygote ready)",
-                      "yes" if bench.wait_for_kind_zygote() else "no")
+        ready = bool(kind_preload) and bench.wait_for_kind_zygote()
+        report.figure("containers forked with TensorFlow imported (kind zygote ready)", "yes" if ready else "no")
         print(f"== {args.activations} activations per run, {args.concurrency} at a time ==", flush=True)
         free = bench.run("failure-free", "train-retry", [None] * args.activations)
         bench.expected_s = statistics.median(free.durations_s)
