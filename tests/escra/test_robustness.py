@@ -54,10 +54,16 @@ def test_allocator_restart_makes_agents_register_again_with_their_limits(control
     settings = AgentSettings(node="n1", cgroup_root=cgroup_root, app="app")
     agent = NodeAgent(settings, HttpLink(server.url)).start()
     try:
-        wait_for(lambda: "c1" in server.state()["containers"])
+
+        def applied() -> bool:
+            granted = server.state()["containers"].get("c1", {}).get("memory_limit")
+            return granted is not None and group.memory().limit == granted
+
+        wait_for(applied)  # registered, and the agent has written the granted limit into the cgroup
         first_epoch = server.state()["epoch"]
-        memory = group.memory().limit
         server.stop()
+        time.sleep(0.3)  # a directive already on its way lands before the limit is read
+        memory = group.memory().limit
         server.start()
         state = wait_for(lambda: "c1" in server.state()["containers"] and server.state(), timeout=10)
         assert state["epoch"] != first_epoch
