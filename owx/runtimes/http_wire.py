@@ -1,9 +1,11 @@
-"""A minimal HTTP/1.1 server for the action proxy (stdlib only, small and fast).
+"""A minimal HTTP/1.1 server for the action proxy, and its client's half (stdlib only, small and fast).
 
 The proxy answers two JSON routes for one client (the invoker or the embedded
 platform), so a general web server is not needed: this reads a request line,
 headers and a ``Content-Length`` or chunked body, hands ``(method, path, body)``
-to a handler and writes its JSON answer, keeping the connection alive. Each
+to a handler and writes its JSON answer, keeping the connection alive. The platform's
+client (:mod:`owx.platform.embedded.proxy`) writes requests and reads answers with
+:func:`request_bytes` and :func:`read_response`, the same parsing with its bounds. Each
 connection gets a thread, so concurrent activations run in parallel. Importing
 this costs a few milliseconds, unlike ``http.server`` (~20 ms), which matters
 for cold starts.
@@ -109,10 +111,10 @@ def read_request(reader: BinaryIO, conn: socket.socket) -> Request | None:
     if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
         raise MalformedRequest("malformed request line")
     method, target, version = (part.decode("latin-1") for part in parts)
-    headers = _read_headers(reader)
+    headers = read_headers(reader)
     if headers.get("expect", "").lower() == "100-continue":
         conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-    body = _read_body(reader, headers)
+    body = read_body(reader, headers)
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
     return Request(method, target.split("?", 1)[0], body, keep_alive, headers.get(SECRET_HEADER.lower()))
@@ -134,7 +136,31 @@ def response_bytes(status: int, body: bytes, keep_alive: bool) -> bytes:
     return head.encode("latin-1") + body
 
 
-def _read_headers(reader: BinaryIO) -> dict[str, str]:
+def request_bytes(path: str, body: bytes, headers: str) -> bytes:
+    """A complete ``POST`` of a JSON ``body``; ``headers``: extra ``Name: value\\r\\n`` lines."""
+    head = (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{headers}\r\n")
+    return head.encode("latin-1") + body
+
+
+def read_response(reader: BinaryIO, max_body: int | None = None) -> tuple[int, bytes, bool]:
+    """Read one answer: (status, body, whether the connection stays open). Raises
+    ``ConnectionError`` when the server closed the connection, ``MalformedRequest`` (the
+    bytes are not HTTP, or the body is over ``max_body``) otherwise."""
+    line = reader.readline(MAX_LINE + 1)
+    if not line:
+        raise ConnectionError("the connection closed before an answer")
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise MalformedRequest("malformed status line")
+    headers = read_headers(reader)
+    body = read_body(reader, headers, max_body)
+    keep_alive = parts[0] == b"HTTP/1.1" and headers.get("connection", "").lower() != "close"
+    return int(parts[1]), body, keep_alive
+
+
+def read_headers(reader: BinaryIO) -> dict[str, str]:
+    """Header lines up to the blank line, names lower-cased (bounded in length and number)."""
     headers: dict[str, str] = {}
     for _ in range(MAX_HEADERS):
         line = reader.readline(MAX_LINE + 1)
@@ -149,23 +175,27 @@ def _read_headers(reader: BinaryIO) -> dict[str, str]:
     raise MalformedRequest("too many headers")
 
 
-def _read_body(reader: BinaryIO, headers: dict[str, str]) -> bytes:
+def read_body(reader: BinaryIO, headers: dict[str, str], max_bytes: int | None = None) -> bytes:
+    """The body ``headers`` announce: ``Content-Length`` bytes, or chunks; at most ``max_bytes``."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        return _read_chunked(reader)
+        return _read_chunked(reader, max_bytes)
     try:
         length = int(headers.get("content-length", "0"))
     except ValueError:
         raise MalformedRequest("invalid Content-Length") from None
     if length < 0:
         raise MalformedRequest("invalid Content-Length")
+    if max_bytes is not None and length > max_bytes:
+        raise MalformedRequest(f"a body of {length} bytes is over the {max_bytes} allowed")
     body = reader.read(length)
     if len(body) != length:
         raise ConnectionError("connection closed in the middle of the body")
     return body
 
 
-def _read_chunked(reader: BinaryIO) -> bytes:
+def _read_chunked(reader: BinaryIO, max_bytes: int | None) -> bytes:
     chunks: list[bytes] = []
+    total = 0
     while True:
         size_line = reader.readline(MAX_LINE + 1)
         try:
@@ -173,8 +203,11 @@ def _read_chunked(reader: BinaryIO) -> bytes:
         except ValueError:
             raise MalformedRequest("invalid chunk size") from None
         if size == 0:
-            _read_headers(reader)  # trailers
+            read_headers(reader)  # trailers
             return b"".join(chunks)
+        total += size
+        if max_bytes is not None and total > max_bytes:
+            raise MalformedRequest(f"a chunked body over the {max_bytes} bytes allowed")
         chunk = reader.read(size)
         if len(chunk) != size:
             raise ConnectionError("connection closed in the middle of a chunk")

@@ -1,0 +1,73 @@
+"""Counter reads through kept descriptors: fresh values, groups removed and made again, no leak."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from owx.common.cgroups import Cgroup, CgroupError
+
+MIB = 1 << 20
+# waits for a line, then touches 40 MiB and says so
+ALLOCATE = "import sys; sys.stdin.readline(); block = b'x' * (40 << 20); print('ok', flush=True); sys.stdin.read()"
+
+
+@pytest.fixture
+def group():
+    made = Cgroup(f"owx-test-reads/{uuid.uuid4().hex[:8]}").create()
+    yield made
+    if made.exists():
+        made.destroy()
+    Cgroup("owx-test-reads").remove_if_empty()
+
+
+def test_every_read_sees_the_value_of_now(group):
+    reader = Cgroup(group.relpath)  # another object, as the Escra agent has: its descriptors stay open
+    group.set_memory_limit(96 * MIB)
+    assert reader.memory().limit == 96 * MIB
+    group.set_memory_limit(64 * MIB)
+    assert reader.memory().limit == 64 * MIB
+    group.set_cpu_quota(30_000)
+    assert reader.cpu_quota() == (30_000, 100_000)
+    before, used_before = reader.memory_peak(), reader.cpu().usage_ns
+    proc = subprocess.Popen([sys.executable, "-c", ALLOCATE], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        group.add(proc.pid)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == b"ok\n"
+        assert reader.memory().usage >= 40 * MIB
+        assert reader.memory_peak() >= before + 40 * MIB
+        assert reader.cpu().usage_ns > used_before
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_group_removed_and_made_again_is_read_afresh(group):
+    reader = Cgroup(group.relpath)
+    group.set_memory_limit(80 * MIB)
+    assert reader.memory().limit == 80 * MIB
+    group.destroy()  # the reader's open descriptors must not keep the group from going
+    assert not group.exists()
+    with pytest.raises(CgroupError):
+        reader.oom_kills()
+    group.create()
+    group.set_memory_limit(48 * MIB)
+    assert reader.memory().limit == 48 * MIB
+    assert reader.oom_kills() == 0
+
+
+def test_descriptors_are_kept_once_and_closed_with_the_group(group):
+    opened = len(os.listdir("/proc/self/fd"))
+    for _ in range(100):
+        group.memory()
+        group.cpu()
+    kept = len(os.listdir("/proc/self/fd")) - opened
+    assert 0 < kept <= 8  # one per counter file, however many reads
+    group.destroy()
+    assert len(os.listdir("/proc/self/fd")) == opened
