@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import unquote_to_bytes
 
@@ -46,17 +47,19 @@ class FlaskOnAsgi:
             return
         body = await self._body(scope, receive)
         if body is None:
-            await _send(send, _error(413, ENTITY_TOO_BIG.format(field="Request", size=_length(scope) or "more",
-                                                                 allowed=self.max_body_bytes), ""))
+            message = ENTITY_TOO_BIG.format(field="Request", size=_length(scope) or "more", allowed=self.max_body_bytes)
+            await _send(send, _answer(_error(413, message, "")))
             return
         environ = _environ(scope, body)
-        response = await asyncio.get_running_loop().run_in_executor(self.pool, _call, self.app, environ)
+        answer = await asyncio.get_running_loop().run_in_executor(self.pool, _call, self.app, environ)
         deferred = environ.get(ENVIRON_KEY)
         if deferred is not None:
-            kept = {k: v for k, v in response.headers.items() if k.lower() in KEPT_HEADERS}
-            response = await _settle(deferred, kept.get("X-Request-ID", ""))
-            response.headers.update(kept)
-        await _send(send, response)
+            kept = [(k, v) for k, v in answer.headers if k.lower() in KEPT_HEADERS]
+            transaction_id = next((v for k, v in kept if k.lower() == "x-request-id"), "")
+            settled = _answer(await _settle(deferred, transaction_id))
+            answer = _Answer(settled.status, [*((k, v) for k, v in settled.headers if k.lower() not in KEPT_HEADERS),
+                                              *kept], settled.body)
+        await _send(send, answer)
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None as soon as it is known to exceed the cap."""
@@ -97,8 +100,21 @@ async def _settle(deferred: Deferred, transaction_id: str) -> Response:
         return _error(500, INTERNAL, transaction_id)
 
 
-def _call(app: WsgiApp, environ: dict[str, Any]) -> Response:
-    """Run the WSGI app once; its answer as a response object."""
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What goes on the wire: status, header pairs, body (no second response object per request)."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def _answer(response: Response) -> _Answer:
+    return _Answer(response.status_code, response.headers.to_wsgi_list(), response.get_data())
+
+
+def _call(app: WsgiApp, environ: dict[str, Any]) -> _Answer:
+    """Run the WSGI app once; its answer."""
     captured: dict[str, Any] = {}
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
@@ -111,7 +127,7 @@ def _call(app: WsgiApp, environ: dict[str, Any]) -> Response:
     finally:
         if hasattr(chunks, "close"):
             chunks.close()
-    return Response(body, status=captured["status"], headers=captured["headers"])
+    return _Answer(captured["status"], captured["headers"], body)
 
 
 def _environ(scope: Scope, body: bytes) -> dict[str, Any]:
@@ -162,10 +178,10 @@ def _error(status: int, message: str, transaction_id: str) -> Response:
                     mimetype="application/json")
 
 
-async def _send(send: Send, response: Response) -> None:
-    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
-    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    await send({"type": "http.response.body", "body": response.get_data()})
+async def _send(send: Send, answer: _Answer) -> None:
+    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers]
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": answer.body})
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
