@@ -199,6 +199,41 @@ def test_delete_removes_every_trace(open_store, fid):
     assert store.save(fid, "again", {"x": 1}).seq == 1
 
 
+def test_delete_waits_for_a_flush_under_way_and_leaves_no_trace(open_store, fid):
+    store = open_store(keep=2, history_s=0)
+    copying, release = threading.Event(), threading.Event()
+    copy = store.segments.copy_to_blobs
+
+    def slow_copy(*args):
+        copying.set()
+        release.wait(5)
+        return copy(*args)
+
+    store.segments.copy_to_blobs = slow_copy
+    store.save(fid, "s0", {"blob": big(0)})
+    assert copying.wait(5)  # the flusher is copying the segment into the blob tier
+    deleted = threading.Thread(target=store.delete, args=(fid,))
+    deleted.start()
+    deleted.join(0.3)
+    assert deleted.is_alive()  # delete waits for the flush under way
+    release.set()
+    deleted.join(10)
+    assert function_keys(store, fid) == set()
+    assert segment_files(store, fid) == {"blob": set(), "spool": set()}
+
+
+def test_segments_a_killed_flusher_left_under_the_kept_ones_are_pruned(open_store, fid):
+    store = open_store(keep=2, keep_max=2, history_s=0)
+    for k in range(3):
+        store.save(fid, f"s{k}", {"blob": big(k)})
+    assert store.flush(10)
+    orphan = store.segments.blobs.relpath(fid, 1)  # what a writer killed after copying, before pruning, leaves
+    store.segments.blobs.write(orphan, [big(1)])
+    infos = [store.save(fid, f"s{k}", {"blob": big(k)}) for k in range(3, 5)]
+    assert store.flush(10)
+    assert segment_files(store, fid)["blob"] == {seg(i.seq) for i in infos}
+
+
 def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(open_store, fid):
     warnings: list[str] = []
     store = open_store(keep=3, history_s=0)

@@ -122,9 +122,10 @@ class SegmentFiles:
             raise StoreUnavailable(f"cannot copy checkpoint segment {src} to {final}: {exc}") from exc
         return True
 
-    def remove(self, function_id: str, seqs: Sequence[int]) -> None:
-        """Remove the segments of ``seqs``, and temporary files that crashed writers left
-        (older than :data:`STALE_TMP_S`; younger ones may belong to a writer still at work)."""
+    def remove(self, function_id: str, seqs: Sequence[int], below: int = 0) -> None:
+        """Remove the segments of ``seqs`` and of every number under ``below`` (what a writer
+        killed between copying a segment and pruning it left), and temporary files that crashed
+        writers left (older than :data:`STALE_TMP_S`; younger ones may belong to a writer still at work)."""
         directory = self.root / function_dir(function_id)
         doomed = {f"{seq:012d}.seg" for seq in seqs}
         try:
@@ -137,13 +138,20 @@ class SegmentFiles:
         for name in names:
             path = directory / name
             try:
-                if name in doomed or (name.endswith(".tmp") and path.stat().st_mtime < stale_before):
+                if (name in doomed or _numbered_below(name, below)
+                        or (name.endswith(".tmp") and path.stat().st_mtime < stale_before)):
                     path.unlink()
             except FileNotFoundError:
                 pass
 
     def remove_function(self, function_id: str) -> None:
         shutil.rmtree(self.root / function_dir(function_id), ignore_errors=True)
+
+
+def _numbered_below(name: str, below: int) -> bool:
+    """True for a segment file (``<seq>.seg``) of a number under ``below``."""
+    stem, _, suffix = name.partition(".")
+    return suffix == "seg" and stem.isdigit() and int(stem) < below
 
 
 def _discard(path: Path) -> None:

@@ -39,6 +39,17 @@ class Flusher:
                 self._thread.start()
             self._cond.notify_all()
 
+    def forget(self, function_id: str, timeout: float | None = 30.0) -> bool:
+        """Drop the queued flushes of ``function_id`` and wait for its flush under way, if any;
+        False if that one did not end within ``timeout``."""
+        with self._cond:
+            dropped = [item for item in self._queue if item[0] == function_id]
+            for item in dropped:
+                self._queue.remove(item)
+                self._pending.discard(item)
+            self._cond.notify_all()  # drain() may be waiting for exactly these
+            return self._cond.wait_for(lambda: all(item[0] != function_id for item in self._pending), timeout)
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until everything submitted so far is flushed; False on timeout."""
         with self._cond:

@@ -72,14 +72,15 @@ class Segments:
             self.blobs.write(rel, [data])
         return BLOB_PREFIX + rel
 
-    def discard_staged(self, function_id: str, seqs: Sequence[int]) -> None:
+    def discard_staged(self, function_id: str, seqs: Sequence[int], below: int = 0) -> None:
+        """Remove the staged copies of ``seqs``, and spooled segment files numbered under ``below``."""
         self.kv.delete(stage_key(function_id, s) for s in seqs)
-        self.spool.remove(function_id, seqs)
+        self.spool.remove(function_id, seqs, below)
 
-    def remove(self, function_id: str, seqs: Sequence[int]) -> None:
-        """Remove every copy of the segments of ``seqs``."""
-        self.discard_staged(function_id, seqs)
-        self.blobs.remove(function_id, seqs)
+    def remove(self, function_id: str, seqs: Sequence[int], below: int = 0) -> None:
+        """Remove every copy of the segments of ``seqs``, and segment files numbered under ``below``."""
+        self.discard_staged(function_id, seqs, below)
+        self.blobs.remove(function_id, seqs, below)
 
     def remove_function(self, function_id: str) -> None:
         self.spool.remove_function(function_id)

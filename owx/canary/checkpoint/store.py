@@ -187,16 +187,18 @@ class CheckpointStore:
         if not index.entries or index.entries[0].seq <= index.floor:
             return
         top = index.entries[0].seq
-        self._remove(function_id, list(range(index.floor, top)))
+        self._remove(function_id, list(range(index.floor, top)), below=top)
 
         def raise_floor(current: Index) -> Index:
             return Index(current.entries, max(current.floor, top))
 
         self._update_index(function_id, raise_floor)
 
-    def _remove(self, function_id: str, seqs: list[int]) -> None:
+    def _remove(self, function_id: str, seqs: list[int], below: int = 0) -> None:
+        """Delete the records of ``seqs`` and their segments; segment files numbered under
+        ``below`` too (nothing under the oldest kept checkpoint is referenced any more)."""
         self.kv.delete(self._record_key(function_id, s) for s in seqs)
-        self.segments.remove(function_id, seqs)
+        self.segments.remove(function_id, seqs, below)
 
     # -- flushing -----------------------------------------------------------------------
 
@@ -292,7 +294,10 @@ class CheckpointStore:
     # -- lifecycle ----------------------------------------------------------------------
 
     def delete(self, function_id: str) -> None:
-        """Remove every checkpoint of the function (after it completed for good)."""
+        """Remove every checkpoint of the function (after it completed for good). This store's
+        flushes of the function are dropped first (one under way is waited for), so none of them
+        writes a segment back after the function is gone."""
+        self._flusher.forget(function_id)
         index = Index.loads(self.kv.get(self._index_key(function_id)))
         last = int(self.kv.get(self._seq_key(function_id)) or b"0")
         seqs = list(range(index.floor, last + 1))
