@@ -39,6 +39,10 @@ from owx.gateway.tls import TlsFiles
 log = logging.getLogger(__name__)
 LISTENER_GRACE_S = 2.0
 START_TIMEOUT_S = 30.0
+# Idle keep-alive connections stay open this long (nginx's default, which OpenWhisk's edge uses).
+# uvicorn's own 5 s closes a client's pooled connection just as a client polling every 5 s reuses
+# it, and the client sees a reset.
+KEEP_ALIVE_S = 75
 
 
 class _Listener(uvicorn.Server):
@@ -143,7 +147,8 @@ class GatewayServer:
 def _listener(app: FlaskOnAsgi, tls: TlsFiles | None) -> _Listener:
     config = uvicorn.Config(
         app, http="httptools", lifespan="off", access_log=False, log_level="warning", proxy_headers=False,
-        server_header=False, timeout_graceful_shutdown=int(LISTENER_GRACE_S), backlog=2048,
+        server_header=False, timeout_graceful_shutdown=int(LISTENER_GRACE_S), timeout_keep_alive=KEEP_ALIVE_S,
+        backlog=2048,
         ssl_certfile=str(tls.cert) if tls else None, ssl_keyfile=str(tls.key) if tls else None,
     )
     return _Listener(config)

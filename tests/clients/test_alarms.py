@@ -90,6 +90,9 @@ def test_once_fires_once_and_deletes_its_trigger_when_asked(http, gateway):
     assert created.status_code == 200, created.text
     wait_for(lambda: http.get(gateway.api(f"triggers/{trigger}")).status_code == 404, timeout=10)
     assert http.get(gateway.api(f"rules/r-{trigger}")).status_code == 404
+    # the fire started the action without waiting for it: its record comes when it has run
+    wait_for(lambda: activations_of(http, gateway, action), timeout=10)
+    time.sleep(1.0)  # a second firing would have come by now
     assert len(activations_of(http, gateway, action)) == 1
 
 
