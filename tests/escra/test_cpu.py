@@ -82,8 +82,9 @@ def test_quota_stays_just_above_a_steady_load(local_escra, container):
 def test_initial_limits_follow_equations_2_1_and_2_2(local_escra, container):
     allocator, _ = local_escra(cpu_cores=2.0, memory_mb=1024, containers=8, sigma=0.25)
     group, _ = container("c1", *python(IDLE))
-    wait_for(lambda: group.cpu_quota()[0] == 25_000)  # 2 cores / 8 containers
-    assert group.memory().limit == (1024 << 20) * 3 // 4 // 8  # global · (1 − σ) / 8
+    # the agent writes the CPU quota, then the memory limit: wait for both
+    wait_for(lambda: group.cpu_quota()[0] == 25_000  # 2 cores / 8 containers
+             and group.memory().limit == (1024 << 20) * 3 // 4 // 8)  # global · (1 − σ) / 8
     assert allocator.view().containers["c1"]["memory_limit"] == group.memory().limit
 
 

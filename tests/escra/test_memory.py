@@ -53,7 +53,9 @@ def test_refused_shrink_keeps_the_limit_and_the_books_follow(local_escra, contai
     allocator, agent = local_escra(memory_mb=1024, containers=2)
     group, proc = container("hog", *python(ALLOC, "100"), stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"allocated\n"
-    limit = wait_for(lambda: allocator.view().containers.get("hog", {}).get("memory_limit"))
+    # the allocator grants the limit before the agent writes it: wait until the cgroup holds it
+    limit = wait_for(lambda: (granted := allocator.view().containers.get("hog", {}).get("memory_limit"))
+                     and group.memory().limit == granted and granted)
     agent.apply(Directives(epoch=allocator.epoch, updates=[LimitUpdate(id="hog", memory_limit=20 * MIB)]))
     assert group.memory().limit == limit
     assert proc.poll() is None

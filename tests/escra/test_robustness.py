@@ -78,6 +78,12 @@ def test_restarted_agent_rediscovers_every_container(local_escra, container, cgr
     for name in ("a", "b", "c"):
         container(name, *python(IDLE))
     wait_for(lambda: len(allocator.view().containers) == 3)
+
+    def applied() -> bool:  # the agent writes the granted limits after the allocator lists them
+        granted = allocator.view().containers
+        return all(Cgroup(f"{cgroup_root}/n1/{k}").memory().limit == v["memory_limit"] for k, v in granted.items())
+
+    wait_for(applied)
     before = allocator.view().containers
     agent.stop()
     fresh = NodeAgent(AgentSettings(node="n1", cgroup_root=cgroup_root, app="app"), LocalLink(allocator)).start()
