@@ -111,10 +111,10 @@ def read_request(reader: BinaryIO, conn: socket.socket) -> Request | None:
     if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
         raise MalformedRequest("malformed request line")
     method, target, version = (part.decode("latin-1") for part in parts)
-    headers = read_headers(reader)
+    headers = _read_headers(reader)
     if headers.get("expect", "").lower() == "100-continue":
         conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-    body = read_body(reader, headers)
+    body = _read_body(reader, headers)
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
     return Request(method, target.split("?", 1)[0], body, keep_alive, headers.get(SECRET_HEADER.lower()))
@@ -153,13 +153,13 @@ def read_response(reader: BinaryIO, max_body: int | None = None) -> tuple[int, b
     parts = line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
         raise MalformedRequest("malformed status line")
-    headers = read_headers(reader)
-    body = read_body(reader, headers, max_body)
+    headers = _read_headers(reader)
+    body = _read_body(reader, headers, max_body)
     keep_alive = parts[0] == b"HTTP/1.1" and headers.get("connection", "").lower() != "close"
     return int(parts[1]), body, keep_alive
 
 
-def read_headers(reader: BinaryIO) -> dict[str, str]:
+def _read_headers(reader: BinaryIO) -> dict[str, str]:
     """Header lines up to the blank line, names lower-cased (bounded in length and number)."""
     headers: dict[str, str] = {}
     for _ in range(MAX_HEADERS):
@@ -175,7 +175,7 @@ def read_headers(reader: BinaryIO) -> dict[str, str]:
     raise MalformedRequest("too many headers")
 
 
-def read_body(reader: BinaryIO, headers: dict[str, str], max_bytes: int | None = None) -> bytes:
+def _read_body(reader: BinaryIO, headers: dict[str, str], max_bytes: int | None = None) -> bytes:
     """The body ``headers`` announce: ``Content-Length`` bytes, or chunks; at most ``max_bytes``."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
         return _read_chunked(reader, max_bytes)
@@ -203,7 +203,7 @@ def _read_chunked(reader: BinaryIO, max_bytes: int | None) -> bytes:
         except ValueError:
             raise MalformedRequest("invalid chunk size") from None
         if size == 0:
-            read_headers(reader)  # trailers
+            _read_headers(reader)  # trailers
             return b"".join(chunks)
         total += size
         if max_bytes is not None and total > max_bytes:
