@@ -8,7 +8,6 @@ action resumes from its last completed epoch instead of from scratch.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import os
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from owx.disdel import malloc
 from owx.disdel import weights as weight_files
 from owx.disdel.messages import (
     AggregateParams,
@@ -65,10 +65,7 @@ def _reset_optimizer(model: Any) -> None:
 def release_memory() -> None:
     """Give freed memory back to the OS, so a warm container starts each run from its baseline."""
     gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+    malloc.trim()
 
 
 def _load_shard(path: str) -> tuple[np.ndarray, np.ndarray]:

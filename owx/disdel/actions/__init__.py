@@ -1,4 +1,8 @@
-"""Entry points of DiSDeL's actions: the action code is ``from owx.disdel.actions.<x> import main``."""
+"""Entry points of DiSDeL's actions: the action code is ``from owx.disdel.actions.<x> import main``.
+
+Importing any of them pins glibc's mmap threshold for the action's process
+(:mod:`owx.disdel.malloc`), before TensorFlow or the data allocate anything.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+
+from owx.disdel.malloc import fix_mmap_threshold
+
+fix_mmap_threshold()
 
 
 def entry(params_type: type[BaseModel], run: Callable[[Any], BaseModel]) -> Callable[[dict[str, Any]], dict[str, Any]]:
