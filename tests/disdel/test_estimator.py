@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from owx.disdel.estimator import RuntimeCalibration
+from owx.disdel.estimator import CALIBRATION_FORMAT, RuntimeCalibration
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # calibration: ~2 min, much more on a loaded machine
 
@@ -20,7 +20,9 @@ def test_calibration_is_measured_and_cached(calibration: RuntimeCalibration, dis
     assert 150 * 2**20 < calibration.baseline_bytes < 1024 * 2**20  # TensorFlow alone: hundreds of MB
     assert 0 < calibration.per_layer_bytes < 20 * 2**20
     # TensorFlow keeps more than one byte per byte of state, activations and data: copies, temporaries
-    assert 1.0 < calibration.state_factor < calibration.embedding_factor  # embedding gradients are densified
+    # Weights with their gradients and optimizer slots.  Dense state and embedding tables cost about the
+    # same per byte (1.35-1.48) once freed tensors are unmapped (owx.disdel.malloc), in either order.
+    assert 1.0 < calibration.state_factor and 1.0 < calibration.embedding_factor
     assert all(0 < factor < 8 for factor in calibration.activation_factor.values())  # activations cost memory
     assert 1.0 < calibration.data_factor <= calibration.warm_data_factor
-    assert json.loads((disdel_root / "calibration.json").read_text())[calibration.runtime]["format"] == 2
+    assert json.loads((disdel_root / "calibration.json").read_text())[calibration.runtime]["format"] == CALIBRATION_FORMAT
