@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from functools import cache
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 MMAP_THRESHOLD_BYTES = 128 * 1024
 
 
+@cache
 def _libc() -> ctypes.CDLL | None:
+    """The C library, looked up once (``find_library`` runs ``ldconfig``)."""
     name = ctypes.util.find_library("c")
     try:
         return ctypes.CDLL(name) if name else None
