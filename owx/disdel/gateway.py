@@ -31,9 +31,7 @@ class Gateway:
         return cls(Client(apihost, auth, namespace))
 
     def limits(self, fallback_memory_mb: int) -> ActionBounds:
-        response = self.client.session.get(f"{self.client.apihost}/api/v1", timeout=30)
-        response.raise_for_status()
-        return ActionBounds.from_api(response.json(), fallback_memory_mb)
+        return ActionBounds.from_api(self.client.api_info(), fallback_memory_mb)
 
     def deploy(self, name: str, role: str, kind: str, memory_mb: int, timeout_ms: int) -> None:
         self.client.put_action(name, action_code(role), kind=kind, limits={"memory": memory_mb, "timeout": timeout_ms},

@@ -30,6 +30,13 @@ def summary(state: JobState) -> str:
     return "\n".join(lines)
 
 
+def aggregations(state: JobState) -> int:
+    """How many times an aggregator runs: after every round, or once when trainers average between rounds."""
+    if state.plan is None or state.plan.averages_in_trainers:
+        return 1
+    return len(state.plan.rounds)
+
+
 def follow(handle, quiet: bool = False, interval_s: float = 0.5) -> JobState:  # noqa: ANN001 (JobHandle)
     """Show bars until the job ends; returns its final state."""
     console = Console(stderr=True, quiet=quiet)
@@ -40,7 +47,7 @@ def follow(handle, quiet: bool = False, interval_s: float = 0.5) -> JobState:  #
         while True:
             state = handle.status()
             for key, action in state.actions.items():
-                total = action.epochs if action.role == "train" else len(state.plan.rounds) if state.plan else 1
+                total = action.epochs if action.role == "train" else aggregations(state)
                 if key not in tasks:
                     tasks[key] = bars.add_task(f"{action.role} {key}", total=total, status="", loss="")
                 done = action.epoch if action.role == "train" else sum(

@@ -56,6 +56,8 @@ def test_cli_submit_runs_the_job_and_status_reads_it(gateway: GatewayProcess, ca
     assert result.failed_activations == 0 and result.epochs_run == 2
     assert Path(result.model_path).is_file() and result.eval_loss is not None
     assert "train t1" in done.stderr and "epoch 2/2" in done.stderr  # live bars and the summary
+    aggregate_bar = next(line for line in done.stderr.splitlines() if line.startswith("aggregate"))
+    assert "1/1 succeeded" in aggregate_bar  # its one run, at the end (trainers average between rounds)
     # every training run is an ordinary activation of the job's training action
     train = [a for a in state.activations if a.role == "train"]
     assert len(train) == 4 and all(a.success for a in train)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -51,6 +52,20 @@ def test_the_sdk_verifies_with_the_ca_it_is_given(gateway: GatewayProcess) -> No
         Client(apihost=gateway.tls_url, auth=gateway.auth).list_actions()  # the system's CAs do not know it
     insecure = Client(apihost=gateway.tls_url, auth=gateway.auth, insecure=True)
     assert "tls-sdk" in [a["name"] for a in insecure.list_actions()]
+
+
+def test_disdel_plans_against_the_https_apihost_owx_up_wrote_into_wskprops(gateway: GatewayProcess,
+                                                                          tmp_path: Path) -> None:
+    """The README's path: ``owx up`` wrote an https APIHOST and its CA; DiSDeL reads the platform's
+    limits from it (and does not fall back to the system's CAs, which refuse the certificate)."""
+    ca = gateway.data_dir / "tls" / "ca.pem"
+    (tmp_path / ".wskprops").write_text(f"APIHOST={gateway.tls_url}\nAUTH={gateway.auth}\nOWX_CACERT={ca}\n")
+    read_limits = "from owx.disdel.gateway import Gateway; print(Gateway.connect().limits(2048).memory_max_mb)"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("__OW_")}
+    done = subprocess.run([sys.executable, "-c", read_limits], capture_output=True, text=True, timeout=60,
+                          env={**env, "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) == requests.get(f"{gateway.url}/api/v1").json()["limits"]["max_action_memory"] >> 20
 
 
 def test_http_and_https_serve_the_same_gateway(gateway: GatewayProcess) -> None:

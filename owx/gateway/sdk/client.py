@@ -156,6 +156,10 @@ class Client:
             params["name"] = name
         return self._call("GET", self._url("activations"), params=params).json()
 
+    def api_info(self) -> dict[str, Any]:
+        """``GET /api/v1``: the platform's description, with its action limits."""
+        return self._call("GET", f"{self.apihost}/api/v1", timeout=30).json()
+
     def get(self, path: str, **params: Any) -> Any:
         """GET any route under the namespace (e.g. ``canary/jobs``)."""
         return self._call("GET", f"{self.apihost}/api/v1/namespaces/{quote(self.namespace)}/{path}",
