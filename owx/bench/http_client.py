@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import ssl
 import time
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 
@@ -18,13 +20,14 @@ def percentile(samples: list[float], q: float) -> float:
 class Connection:
     """One keep-alive connection sending JSON, with Basic auth when given."""
 
-    def __init__(self, url_or_port: str | int, auth: str | None = None) -> None:
+    def __init__(self, url_or_port: str | int, auth: str | None = None, cafile: Path | None = None) -> None:
+        """``https`` URLs are verified against ``cafile`` (else the system's CAs)."""
         if isinstance(url_or_port, int):
-            host, port = "127.0.0.1", url_or_port
-        else:
-            parts = urlsplit(url_or_port)
-            host, port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.conn = http.client.HTTPConnection(host, port)
+            url_or_port = f"http://127.0.0.1:{url_or_port}"
+        parts = urlsplit(url_or_port)
+        host = parts.hostname or "127.0.0.1"
+        self.conn = (http.client.HTTPSConnection(host, parts.port or 443, context=ssl.create_default_context(cafile=cafile))
+                     if parts.scheme == "https" else http.client.HTTPConnection(host, parts.port or 80))
         self.headers = {"Content-Type": "application/json"}
         if auth:
             self.headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()

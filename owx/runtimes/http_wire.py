@@ -136,17 +136,17 @@ def response_bytes(status: int, body: bytes, keep_alive: bool) -> bytes:
     return head.encode("latin-1") + body
 
 
-def request_bytes(path: str, body: bytes, headers: str) -> bytes:
-    """A complete ``POST`` of a JSON ``body``; ``headers``: extra ``Name: value\\r\\n`` lines."""
-    head = (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+def request_bytes(path: str, body: bytes, headers: str, method: str = "POST", host: str = "localhost") -> bytes:
+    """A complete request with a JSON ``body`` (empty: none); ``headers``: extra ``Name: value\\r\\n`` lines."""
+    head = (f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n{headers}\r\n")
     return head.encode("latin-1") + body
 
 
-def read_response(reader: BinaryIO, max_body: int | None = None) -> tuple[int, bytes, bool]:
-    """Read one answer: (status, body, whether the connection stays open). Raises
-    ``ConnectionError`` when the server closed the connection, ``MalformedRequest`` (the
-    bytes are not HTTP, or the body is over ``max_body``) otherwise."""
+def read_response(reader: BinaryIO, max_body: int | None = None) -> tuple[int, dict[str, str], bytes, bool]:
+    """Read one answer: (status, headers with lower-case names, body, whether the connection stays
+    open). Raises ``ConnectionError`` when the server closed the connection, ``MalformedRequest``
+    (the bytes are not HTTP, or the body is over ``max_body``) otherwise."""
     line = reader.readline(MAX_LINE + 1)
     if not line:
         raise ConnectionError("the connection closed before an answer")
@@ -154,9 +154,17 @@ def read_response(reader: BinaryIO, max_body: int | None = None) -> tuple[int, b
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
         raise MalformedRequest("malformed status line")
     headers = _read_headers(reader)
-    body = _read_body(reader, headers, max_body)
     keep_alive = parts[0] == b"HTTP/1.1" and headers.get("connection", "").lower() != "close"
-    return int(parts[1]), body, keep_alive
+    if not keep_alive and "content-length" not in headers and "transfer-encoding" not in headers:
+        return int(parts[1]), headers, _read_to_end(reader, max_body), False  # HTTP/1.0 style: the body ends the connection
+    return int(parts[1]), headers, _read_body(reader, headers, max_body), keep_alive
+
+
+def _read_to_end(reader: BinaryIO, max_bytes: int | None) -> bytes:
+    body = reader.read(max_bytes + 1 if max_bytes is not None else -1)
+    if max_bytes is not None and len(body) > max_bytes:
+        raise MalformedRequest(f"a body over the {max_bytes} bytes allowed")
+    return body
 
 
 def _read_headers(reader: BinaryIO) -> dict[str, str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import errno
 import json
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from owx.runtimes.http_wire import SECRET_HEADER, MalformedRequest, read_response, request_bytes
+from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
+from owx.runtimes.http_wire import SECRET_HEADER, request_bytes
 
 # Refused: nothing listens yet; unreachable: a fresh container's address is not resolved on the bridge yet.
 RETRYABLE_CONNECT = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
@@ -38,26 +38,9 @@ class ProxyResponse:
         return self.status == 200
 
 
-class _Connection:
-    """One keep-alive connection to a proxy: the socket and a buffered reader of its answers."""
-
-    __slots__ = ("reader", "sock")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.reader = sock.makefile("rb")
-
-    def close(self) -> None:
-        self.reader.close()
-        self.sock.close()
-
-
 class ProxyClient:
-    """Keep-alive connections to one proxy; safe for concurrent activations (one connection each).
-
-    It speaks the proxy's own wire format (:mod:`owx.runtimes.http_wire`): one ``sendall`` of the
-    request, then the answer's status line, headers and body. ``http.client`` cost about 0.5 ms
-    of CPU per activation here, mostly parsing headers with the ``email`` package.
+    """Keep-alive connections to one proxy (:mod:`owx.common.keepalive`); safe for concurrent
+    activations (one connection each).
 
     ``connect_retry_s`` > 0 retries refused or unroutable connections for that long
     while ``alive()`` holds: a Docker container's proxy only listens some time after start.  The local backend hands
@@ -76,8 +59,7 @@ class ProxyClient:
         self._headers = f"{SECRET_HEADER}: {secret}\r\n" if secret else ""
         self._retry_until = time.monotonic() + connect_retry_s
         self._alive = alive
-        self._idle: list[_Connection] = []
-        self._lock = threading.Lock()
+        self._pool = KeepAlivePool(self._connect)
 
     @classmethod
     def unix(cls, path: str) -> "ProxyClient":
@@ -91,45 +73,21 @@ class ProxyClient:
         return self.post("/run", payload, timeout)
 
     def post(self, path: str, body: dict[str, Any], timeout: float) -> ProxyResponse:
+        """``POST path``; a reused connection the proxy closed is retried once on a new one."""
         data = request_bytes(path, json.dumps(body).encode(), self._headers)
-        deadline = time.monotonic() + timeout
-        conn = self._reuse()
-        if conn is not None:
-            try:
-                return self._exchange(conn, path, data, deadline, timeout)
-            except ProxyUnreachable:
-                pass  # the proxy may have closed an idle keep-alive connection: once more on a new one
-        return self._exchange(self._connect(deadline), path, data, deadline, timeout)
-
-    def _exchange(self, conn: _Connection, path: str, data: bytes, deadline: float, timeout: float) -> ProxyResponse:
         try:
-            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
-            conn.sock.sendall(data)
-            status, raw, keep_alive = read_response(conn.reader, MAX_ANSWER_BYTES)
-        except (socket.timeout, TimeoutError) as exc:
-            conn.close()
+            answer = self._pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=True)
+        except AnswerTimeout as exc:
             raise ProxyTimeout(f"{path} did not answer within {timeout:.3f}s") from exc
-        except (OSError, MalformedRequest) as exc:  # closed, reset, or bytes that are not an answer
-            conn.close()
+        except ExchangeFailed as exc:
             raise ProxyUnreachable(f"{path}: {exc}") from exc
-        if keep_alive:
-            with self._lock:
-                self._idle.append(conn)
-        else:
-            conn.close()
-        return _parse(status, raw)
+        return _parse(answer.status, answer.body)
 
     def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        self._pool.close()
 
-    def _reuse(self) -> _Connection | None:
-        with self._lock:
-            return self._idle.pop() if self._idle else None
-
-    def _connect(self, deadline: float) -> _Connection:
+    def _connect(self, timeout: float) -> socket.socket:
+        deadline = time.monotonic() + timeout
         while True:
             sock = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) if self.unix_path is not None
                     else socket.socket(socket.AF_INET, socket.SOCK_STREAM))
@@ -140,7 +98,7 @@ class ProxyClient:
                 else:
                     sock.connect((self.host, self.port))
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                return _Connection(sock)
+                return sock
             except OSError as exc:
                 sock.close()
                 if exc.errno not in RETRYABLE_CONNECT or isinstance(exc, (socket.timeout, TimeoutError)):

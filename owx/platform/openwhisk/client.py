@@ -1,9 +1,9 @@
 """A client of an upstream OpenWhisk's public REST API: only what the ``openwhisk`` platform needs.
 
-Calls go over a pool of keep-alive connections (urllib3 directly: ``requests`` re-read every
-proxy variable of the environment on each call, the largest cost in a profile of the wrapper's
-upstream calls). Certificates are checked against the system's CA store (or ``SSL_CERT_FILE``)
-unless ``insecure``. Failures that are not the action's become
+Calls go over a pool of keep-alive connections (:mod:`owx.common.keepalive`: ``requests`` re-read
+every proxy variable of the environment on each call, and urllib3 under it cost 0.45 ms of CPU
+per call against this pool's 0.10 ms, most of the wrapper's own share of an invocation).
+Certificates are checked against the system's CA store (or ``SSL_CERT_FILE``) unless ``insecure``. Failures that are not the action's become
 :class:`PlatformError` with the status owx answers its own caller (OpenWhisk's codes):
 
 ========================================  ======  =========================================
@@ -19,20 +19,24 @@ any other 5xx without a record            502     the upstream's error
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
-import urllib3
-from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
-
+from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
 from owx.platform.interface import PlatformError
 from owx.platform.settings import UpstreamSettings
+from owx.runtimes.http_wire import request_bytes
 
-POOL_SIZE = 128  # keep-alive connections to the upstream (one per activation in flight)
+POOL_SIZE = 128  # idle keep-alive connections kept to the upstream (one per activation in flight)
 API = "/api/v1/namespaces"
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # far above OpenWhisk's own bounds (1 MB results, 10 MB logs)
+IDEMPOTENT = frozenset({"GET", "PUT", "DELETE"})  # retried once when a reused connection turns out closed
 
 
 class UpstreamLost(PlatformError):
@@ -59,14 +63,17 @@ class UpstreamClient:
         self.settings = settings
         self.base = str(settings.url).rstrip("/")
         self.namespace = quote(settings.namespace, safe="")
-        self.headers = urllib3.make_headers(basic_auth=settings.auth)
-        self.headers["Content-Type"] = "application/json"
+        url = urlsplit(self.base)
+        self._host = url.hostname or "localhost"
+        self._port = url.port or (443 if url.scheme == "https" else 80)
+        self._prefix = url.path
+        self._tls = _tls_context(settings.insecure) if url.scheme == "https" else None
+        credentials = base64.b64encode(settings.auth.encode()).decode()
+        self._headers = f"Authorization: Basic {credentials}\r\n"
         if not settings.keep_alive:
-            self.headers["Connection"] = "close"
-        if settings.insecure:
-            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        self.pool = urllib3.PoolManager(maxsize=POOL_SIZE, retries=False,
-                                        cert_reqs="CERT_NONE" if settings.insecure else "CERT_REQUIRED")
+            self._headers += "Connection: close\r\n"
+        self._host_header = url.netloc.rpartition("@")[2]
+        self._pool = KeepAlivePool(self._connect, POOL_SIZE, reuse=settings.keep_alive)
 
     # -- entities --------------------------------------------------------------------------
     def put_package(self, package: str) -> None:
@@ -95,7 +102,7 @@ class UpstreamClient:
                 return names
 
     def info(self) -> dict[str, Any]:
-        answer = self._send("GET", f"{self.base}/api/v1", None, None, self.settings.timeout_s)
+        answer = self._send("GET", f"{self._prefix}/api/v1", None, None, self.settings.timeout_s)
         return self._expect(answer, "read the API's limits").body or {}
 
     # -- activations ---------------------------------------------------------------------------
@@ -111,22 +118,22 @@ class UpstreamClient:
     # -- transport -------------------------------------------------------------------------------
     def call(self, method: str, route: str, params: dict[str, str] | None = None, body: Any = None,
              timeout: float | None = None) -> Answer:
-        url = f"{self.base}{API}/{self.namespace}{route}"
-        return self._send(method, url, params, body, timeout or self.settings.timeout_s)
+        path = f"{self._prefix}{API}/{self.namespace}{route}"
+        return self._send(method, path, params, body, timeout or self.settings.timeout_s)
 
-    def _send(self, method: str, url: str, params: dict[str, str] | None, body: Any, timeout: float) -> Answer:
+    def _send(self, method: str, path: str, params: dict[str, str] | None, body: Any, timeout: float) -> Answer:
         if params:
-            url = f"{url}?{urlencode(params)}"
-        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+            path = f"{path}?{urlencode(params)}"
+        payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        data = request_bytes(path, payload, self._headers, method, self._host_header)
         try:
-            response = self.pool.request(method, url, body=payload, headers=self.headers,
-                                         timeout=urllib3.Timeout(connect=self.settings.timeout_s, read=timeout))
-        except HTTPError as exc:
-            if isinstance(exc, (ReadTimeoutError, ProtocolError)):
-                raise UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}") from exc
+            response = self._pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=method in IDEMPOTENT)
+        except (AnswerTimeout, ExchangeFailed) as exc:
+            raise UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}") from exc
+        except OSError as exc:  # no connection (refused, unroutable, TLS refused): nothing was sent
             raise PlatformError(503, f"The upstream OpenWhisk at {self.base} is unreachable: {_reason(exc)}") from exc
         try:
-            parsed = json.loads(response.data)
+            parsed = json.loads(response.body)
         except ValueError:
             parsed = None
         answer = Answer(response.status, parsed, response.headers.get("x-openwhisk-activation-id"))
@@ -137,6 +144,17 @@ class UpstreamClient:
             raise PlatformError(429, _error_text(answer) or "Too many requests (upstream OpenWhisk).")
         return answer
 
+    def _connect(self, timeout: float) -> socket.socket:
+        sock = socket.create_connection((self._host, self._port), min(timeout, self.settings.timeout_s))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is None:
+            return sock
+        try:
+            return self._tls.wrap_socket(sock, server_hostname=self._host)
+        except BaseException:
+            sock.close()
+            raise
+
     def _expect(self, answer: Answer, what: str) -> Answer:
         if 200 <= answer.status < 300:
             return answer
@@ -144,7 +162,16 @@ class UpstreamClient:
                                  f"({answer.status}): {_error_text(answer) or 'no error message'}")
 
     def close(self) -> None:
-        self.pool.clear()
+        self._pool.close()
+
+
+def _tls_context(insecure: bool) -> ssl.SSLContext:
+    """The system's CA store (``SSL_CERT_FILE`` too); ``insecure``: any certificate, any name."""
+    context = ssl.create_default_context()
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _error_text(answer: Answer) -> str:
