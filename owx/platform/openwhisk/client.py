@@ -2,8 +2,8 @@
 
 Calls go over a pool of keep-alive connections (:mod:`owx.common.keepalive`: ``requests`` re-read
 every proxy variable of the environment on each call, and urllib3 under it cost 0.45 ms of CPU
-per call against this pool's 0.10 ms, most of the wrapper's own share of an invocation).
-Certificates are checked against the system's CA store (or ``SSL_CERT_FILE``) unless ``insecure``. Failures that are not the action's become
+per call against this pool's 0.10 ms). Certificates are checked against the system's CA store
+(or ``SSL_CERT_FILE``) unless ``insecure``. Failures that are not the action's become
 :class:`PlatformError` with the status owx answers its own caller (OpenWhisk's codes):
 
 ========================================  ======  =========================================
