@@ -110,6 +110,7 @@ class ContainerPool:
         self._evicting = 0  # bytes of containers being destroyed (still held in the ledger)
         self._queue: deque[object] = deque()
         self._cond = threading.Condition()
+        self._reap_now = threading.Event()  # the reaper's own wake-up: not every acquire and release
         self._listeners: list[DeathListener] = []
         self._start_listeners: list[StartListener] = []
         self._closed = False
@@ -279,6 +280,7 @@ class ContainerPool:
             slots = list(self._slots.values())
             self._slots.clear()
             self._cond.notify_all()
+        self._reap_now.set()
         for slot in slots:
             self._destroy(slot)
         self._reaper.join(timeout=2)
@@ -618,15 +620,17 @@ class ContainerPool:
 
     def _ledger_changed(self) -> None:
         with self._cond:
-            self._cond.notify_all()  # waiting requests look again; the reaper sheds an overcommit
+            self._cond.notify_all()  # waiting requests look again
+        self._reap_now.set()  # the reaper sheds an overcommit
 
     def _reap_idle(self) -> None:
         """Remove idle warm containers after ``idle_evict_s``, and idle ones of any age while others'
         forced holds keep the node over its budget."""
         period = min(1.0, self.idle_evict_s / 4)
         while True:
+            self._reap_now.wait(period)
+            self._reap_now.clear()
             with self._cond:
-                self._cond.wait(period)
                 if self._closed:
                     return
                 cutoff = time.monotonic() - self.idle_evict_s
