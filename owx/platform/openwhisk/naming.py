@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -52,7 +53,13 @@ def readable_prefix(relative: str) -> str:
 
 def upstream_name(prefix: str, spec: ActionSpec) -> UpstreamName:
     namespace, relative = path_of(spec)
-    deployed = json.dumps([spec.key, spec.kind, spec.code, spec.binary, spec.main, spec.image, spec.memory_mb,
-                           spec.timeout_ms, spec.logs_bytes, spec.concurrency], separators=(",", ":"))
-    digest = hashlib.sha256(deployed.encode()).hexdigest()[:HASH_DIGITS]
+    digest = _digest(spec.key, spec.kind, spec.code, spec.binary, spec.main, spec.image, spec.memory_mb,
+                     spec.timeout_ms, spec.logs_bytes, spec.concurrency)
     return UpstreamName(package_of(prefix, namespace), readable_prefix(relative) + digest)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(*deployed: object) -> str:
+    """Hashed once per revision and limits, not per activation: the code may be megabytes."""
+    text = json.dumps(deployed, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_DIGITS]

@@ -1,0 +1,27 @@
+"""Upstream names are the documented, deterministic ones: every owx in front of the upstream, and
+every restart, finds the same deployment; a new revision or new limits is a new one."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+from owx.platform.openwhisk.naming import upstream_name
+from owx.platform.types import ActionSpec
+
+
+def documented_digest(spec: ActionSpec) -> str:
+    deployed = [spec.key, spec.kind, spec.code, spec.binary, spec.main, spec.image, spec.memory_mb,
+                spec.timeout_ms, spec.logs_bytes, spec.concurrency]
+    return hashlib.sha256(json.dumps(deployed, separators=(",", ":")).encode()).hexdigest()[:12]
+
+
+def test_names_are_the_documented_hash_and_follow_revisions_and_limits():
+    spec = ActionSpec(key="alice/tools/resize@3-9f", kind="python:3", code="def main(a):\n    return a\n")
+    name = upstream_name("owx", spec)
+    assert (name.package, name.action) == ("owx-alice", f"tools.resize@{documented_digest(spec)}")
+    assert upstream_name("owx", dataclasses.replace(spec)) == name  # an equal spec, built anew
+    for changed in (dataclasses.replace(spec, key="alice/tools/resize@4-01"), dataclasses.replace(spec, memory_mb=512)):
+        other = upstream_name("owx", changed)
+        assert other.action == f"tools.resize@{documented_digest(changed)}" != name.action
