@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
+import threading
 import time
 from typing import Any, Callable
 
 from owx.platform.types import ActionSpec, ContainerDeath, ContainerInfo, RunRequest
+from owx.runtimes.http_wire import read_request
 
 
 def spec(code: str, name: str | None = None, **limits: Any) -> ActionSpec:
@@ -58,3 +61,28 @@ def pid_alive(pid: int) -> bool:
 
 ECHO = "def main(args):\n    print('echo', args)\n    return {'echo': args}\n"
 SLEEP = "import time\ndef main(args):\n    time.sleep(args.get('s', 0.3))\n    return {'slept': args.get('s', 0.3)}\n"
+
+
+def serve_answers(listener: socket.socket, answer: Callable[[socket.socket], "bool | None"]) -> list[int]:
+    """Accept connections on ``listener`` in the background; for each request read, ``answer``
+    writes the reply (returning False closes the connection). Returns ``[connections accepted]``,
+    kept up to date until the listener is closed."""
+    accepted = [0]
+
+    def serve(conn: socket.socket) -> None:
+        reader = conn.makefile("rb")
+        with conn, reader:
+            while read_request(reader, conn) is not None and answer(conn) is not False:
+                pass
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted[0] += 1
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return accepted

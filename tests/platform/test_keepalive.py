@@ -4,7 +4,6 @@ real TCP server: closed idle connections are never used, answers are read howeve
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,7 +11,9 @@ from contextlib import contextmanager
 import pytest
 
 from owx.common.keepalive import ExchangeFailed, KeepAlivePool
-from owx.runtimes.http_wire import read_request, request_bytes, response_bytes
+from owx.runtimes.http_wire import request_bytes, response_bytes
+
+from platform_helpers import serve_answers
 
 Answer = Callable[[socket.socket], bool]  # writes one answer; False closes the connection
 
@@ -22,24 +23,7 @@ def server(answer: Answer) -> Iterator[tuple[KeepAlivePool, list[int]]]:
     """A TCP server answering each request with ``answer``; yields a pool and the connections accepted."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    accepted = [0]
-
-    def serve(conn: socket.socket) -> None:
-        reader = conn.makefile("rb")
-        with conn, reader:
-            while read_request(reader, conn) is not None and answer(conn):
-                pass
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            accepted[0] += 1
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    accepted = serve_answers(listener, answer)
     pool = KeepAlivePool(lambda timeout: socket.create_connection(("127.0.0.1", port), timeout))
     try:
         yield pool, accepted

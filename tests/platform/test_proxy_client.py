@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from owx.platform.embedded.proxy import MAX_ANSWER_BYTES, ProxyClient, ProxyTimeout, ProxyUnreachable
-from owx.runtimes.http_wire import read_request, response_bytes
+from owx.runtimes.http_wire import response_bytes
+
+from platform_helpers import serve_answers
 
 Answer = Callable[[socket.socket], None]
 
@@ -26,24 +27,7 @@ def proxy(tmp_path: Path, answer: Answer) -> Iterator[tuple[ProxyClient, list[in
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen()
-    accepted = [0]
-
-    def serve(conn: socket.socket) -> None:
-        reader = conn.makefile("rb")
-        with conn, reader:
-            while read_request(reader, conn) is not None:
-                answer(conn)
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            accepted[0] += 1
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    accepted = serve_answers(listener, answer)
     client = ProxyClient.unix(path)
     try:
         yield client, accepted
