@@ -155,7 +155,8 @@ class ResourceAllocator:
                         self._book_memory(app, tracked, sample.memory_limit)
                 tracked.memory_usage = sample.memory_usage
                 tracked.window.push(sample, tracked.cpu_quota_us)
-                quota = next_quota(tracked.cpu_quota_us, tracked.window, self._cpu_unallocated(app), self.params)
+                quota = next_quota(tracked.cpu_quota_us, tracked.window, self._cpu_unallocated(app), self.params,
+                                   self._equal_split_us(app))
                 if abs(quota - tracked.cpu_quota_us) >= max(1, self.params.quota_step_us):
                     tracked.cpu_quota_us = quota
                     self._send(node, tracked, LimitUpdate(id=tracked.id, cpu_quota_us=quota))
@@ -287,7 +288,7 @@ class ResourceAllocator:
         """
         count = app.limits.expected_containers or len(app.containers)
         tracked.cpu_quota_us = 0
-        quota = min(app.cpu_limit_us // count, self._cpu_unallocated(app))
+        quota = min(self._equal_split_us(app), self._cpu_unallocated(app))
         tracked.cpu_quota_us = max(self.params.min_quota_us, quota)
         update = {"cpu_quota_us": tracked.cpu_quota_us}
         if app.limits.adopt_memory and info.memory_limit > 0:
@@ -334,6 +335,11 @@ class ResourceAllocator:
         allocated = sum(t.memory_limit for t in app.containers.values()) + self._reserved(app.limits.name)
         free = app.limits.memory_bytes - allocated
         return min(free, app.ledger.free_bytes()) if app.ledger is not None else free
+
+    @staticmethod
+    def _equal_split_us(app: AppState) -> int:
+        """Eq. 2.1: the application's CPU limit over its (expected) containers."""
+        return app.cpu_limit_us // max(1, app.limits.expected_containers or len(app.containers))
 
     def _cpu_unallocated(self, app: AppState) -> int:
         return app.cpu_limit_us - sum(max(0, t.cpu_quota_us) for t in app.containers.values())

@@ -55,6 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                             ("gamma", "γ (share of the quota left unused)"), ("kappa", "κ"), ("sigma", "σ")):
         parser.add_argument(f"--{name}", type=float, help=f"controller: {help_text}")
     parser.add_argument("--window", type=int, help="controller: n, periods in the CPU windows")
+    parser.add_argument("--no-fair-share", dest="fair_share", action="store_false", default=None,
+                        help="controller: throttled containers grow by the paper's raise only")
     parser.add_argument("--delta-mb", type=float, help="controller: δ, reclaim margin in MiB (default 50)")
     parser.add_argument("--reclaim-s", type=float, help="controller: reclaim interval in seconds (default 5)")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -90,7 +92,7 @@ def _controller(args: argparse.Namespace) -> int:
     from owx.escra_agent.server import serve
     from owx.escra_agent.settings import AllocatorParams
 
-    overrides = {k: getattr(args, k) for k in ("upsilon", "gamma", "kappa", "sigma", "window") if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in ("upsilon", "gamma", "kappa", "sigma", "window", "fair_share") if getattr(args, k) is not None}
     if args.delta_mb is not None:
         overrides["delta_bytes"] = int(args.delta_mb * MIB)
     if args.reclaim_s is not None:

@@ -24,8 +24,19 @@ How the extracted formulas are read (units: runtime in µs per 100 ms period):
   like κ a dimensionless share; read in the stated unit of runtime (0.2 ms) it
   would fire on every period with any unused runtime at all.  The paper gives
   no lower bound; the quota is not cut below the usage just measured nor below
-  ``min_quota_us``, because the windowed mean lags behind a shrinking quota and
-  would otherwise overshoot below a steady load.
+  ``min_quota_us`` (by default the kernel's own minimum, 1 ms), because the
+  windowed mean lags behind a shrinking quota and would otherwise overshoot
+  below a steady load.
+* **Fair share** (owx's addition, ``fair_share``): a throttled container whose
+  quota is below its equal split of the application's limit (eq. 2.1's initial
+  quota) gets, at once, the runtime it asked for in that period (used plus
+  throttled time) up to that split, as far as unallocated runtime allows.
+  The raise above claims a few percent of the unallocated runtime per period,
+  so a container whose requests clump stays for several periods below what a
+  static split would have given it, and its tail latency is worse than
+  static's; with this rule Escra never holds a busy container below the static
+  split while runtime is free, still gives idle ones almost nothing, and a
+  container throttled by a hair is not handed its whole split.
 """
 
 from __future__ import annotations
@@ -45,11 +56,13 @@ class CpuWindow:
     throttles: deque[float] = field(default_factory=deque)
     unused_us: deque[float] = field(default_factory=deque)
     last_used_us: float = 0.0  # CPU used in the latest period, µs per 100 ms
+    last_wanted_us: float = 0.0  # ... plus the time it spent throttled: the runtime it asked for
 
     def push(self, sample: Sample, quota_us: int) -> None:
         periods = max(1, sample.periods)
         used = sample.used_us * CFS_PERIOD_US / sample.interval_us
         self.last_used_us = used
+        self.last_wanted_us = used + sample.throttled_us * CFS_PERIOD_US / sample.interval_us
         self.throttles.append(min(1.0, sample.throttled_periods / periods))
         self.unused_us.append(max(0.0, quota_us - used))
         while len(self.throttles) > self.size:
@@ -76,13 +89,19 @@ class CpuWindow:
         return sum(self.unused_us) / self.size
 
 
-def next_quota(quota_us: int, window: CpuWindow, unallocated_us: int, params: AllocatorParams) -> int:
-    """The quota for the next period, in µs per 100 ms period (see the module docstring)."""
+def next_quota(quota_us: int, window: CpuWindow, unallocated_us: int, params: AllocatorParams,
+               fair_us: int = 0) -> int:
+    """The quota for the next period, in µs per 100 ms period (see the module docstring);
+    ``fair_us`` is the container's equal split of its application's limit."""
     if window.throttled_now:
         if unallocated_us <= 0:
             return quota_us
         share = min(1.0, window.throttle_ratio * params.upsilon / 100)
-        return quota_us + int(share * unallocated_us)
+        raised = quota_us + int(share * unallocated_us)
+        if params.fair_share and quota_us < fair_us:
+            wanted = min(fair_us, int(window.last_wanted_us), quota_us + unallocated_us)
+            raised = max(raised, wanted)
+        return raised
     if window.last_unused_us > params.gamma * quota_us:
         floor = max(params.min_quota_us, int(window.last_used_us))
         return min(quota_us, max(floor, int(quota_us - params.kappa * window.mean_unused_us)))

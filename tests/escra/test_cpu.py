@@ -16,11 +16,13 @@ from owx.escra_agent.settings import AllocatorParams
 PARAMS = AllocatorParams()  # Υ = 20 (%), γ = 0.2 (of the quota), κ = 0.8, n = 10
 
 
-def _window(*periods: tuple[int, int, bool]) -> CpuWindow:
-    """A window fed with (quota µs, used µs, throttled) per 100 ms period."""
+def _window(*periods: tuple[int, int, bool], throttled_us: int = 0) -> CpuWindow:
+    """A window fed with (quota µs, used µs, throttled) per 100 ms period; the last one spent
+    ``throttled_us`` throttled."""
     window = CpuWindow(PARAMS.window)
-    for quota, used, throttled in periods:
-        sample = Sample(id="c", interval_us=100_000, periods=1, throttled_periods=int(throttled), throttled_us=0,
+    for index, (quota, used, throttled) in enumerate(periods):
+        sample = Sample(id="c", interval_us=100_000, periods=1, throttled_periods=int(throttled),
+                        throttled_us=throttled_us if index == len(periods) - 1 else 0,
                         used_us=used, cpu_quota_us=quota, memory_usage=0, memory_limit=-1)
         window.push(sample, quota)
     return window
@@ -36,6 +38,17 @@ def test_raise_claims_throttle_ratio_times_upsilon_percent_of_unallocated():
     assert next_quota(50_000, always, 100_000, greedy) == 150_000  # never more than what is unallocated
 
 
+def test_a_throttled_container_below_its_equal_split_gets_what_it_asked_for_up_to_the_split():
+    clumped = _window(*[(5_000, 1_000, False)] * 9, (5_000, 5_000, True), throttled_us=80_000)
+    assert next_quota(5_000, clumped, 100_000, PARAMS, fair_us=19_500) == 19_500  # asked for 85 ms: the split
+    assert next_quota(5_000, clumped, 4_000, PARAMS, fair_us=19_500) == 9_000  # no more than is unallocated
+    assert next_quota(5_000, clumped, 100_000, AllocatorParams(fair_share=False), fair_us=19_500) == 5_000 + 2_000
+    grazed = _window(*[(5_000, 1_000, False)] * 9, (5_000, 5_000, True), throttled_us=3_000)
+    assert next_quota(5_000, grazed, 100_000, PARAMS, fair_us=19_500) == 8_000  # asked for 8 ms, not the split
+    above = _window(*[(30_000, 30_000, True)] * 10, throttled_us=50_000)
+    assert next_quota(30_000, above, 100_000, PARAMS, fair_us=19_500) == 30_000 + 20_000  # the paper's raise
+
+
 def test_lower_takes_kappa_of_windowed_unused_once_more_than_gamma_of_quota_is_idle():
     idle = _window(*[(100_000, 40_000, False)] * 10)  # 60% of the quota unused in every period
     assert next_quota(100_000, idle, 100_000, PARAMS) == 100_000 - 48_000  # κ · 60 ms
@@ -43,8 +56,8 @@ def test_lower_takes_kappa_of_windowed_unused_once_more_than_gamma_of_quota_is_i
     assert next_quota(100_000, busy, 100_000, PARAMS) == 100_000
     dipped = _window(*[(100_000, 10_000, False)] * 9, (100_000, 70_000, False))  # would cut below 70 ms just used
     assert next_quota(100_000, dipped, 100_000, PARAMS) == 70_000
-    stopped = _window(*[(8_000, 0, False)] * 10)
-    assert next_quota(8_000, stopped, 100_000, PARAMS) == PARAMS.min_quota_us
+    stopped = _window(*[(4_000, 0, False)] * 10)
+    assert next_quota(4_000, stopped, 100_000, PARAMS) == PARAMS.min_quota_us  # not 800
 
 
 def test_quota_rises_when_throttled_and_falls_when_idle(local_escra, container):
@@ -57,7 +70,7 @@ def test_quota_rises_when_throttled_and_falls_when_idle(local_escra, container):
     os.kill(proc.pid, signal.SIGSTOP)  # demand drops to zero
     try:
         low = wait_for(lambda: group.cpu_quota()[0] <= 10_000 and group.cpu_quota()[0], timeout=5)
-        assert low >= 5_000  # min_quota_us
+        assert low >= PARAMS.min_quota_us
         assert allocator.view().apps["app"]["cpu_unallocated_us"] >= 190_000
     finally:
         os.kill(proc.pid, signal.SIGCONT)

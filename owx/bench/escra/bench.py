@@ -24,7 +24,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +35,8 @@ from owx.bench.escra.stack import EscraStack
 from owx.bench.escra.workload import SHAPES, Sampler
 from owx.bench.results import Report
 
-from owx.common.cgroups import Cgroup
+from owx.common.cgroups import Cgroup, CgroupError
+from owx.escra_agent.settings import AllocatorParams
 
 BENCH_ROOT = "owx-bench-escra"
 RUN = f"{BENCH_ROOT}/{uuid.uuid4().hex[:6]}"
@@ -60,11 +61,14 @@ class Control:
     agent_args: tuple[str, ...] = ()
 
 
+ALLOCATOR_CPU_PARAMS = {"upsilon", "gamma", "kappa", "window", "fair_share", "min_quota_us"}  # printed: defaults of a normal run
 CONTROLS = {
     "gamma0": Control("cpu", "allocator starved: gamma = 0, every period with any unused runtime cuts the quota",
                       controller_args=("--gamma", "0")),
-    "no-scale-up": Control("cpu", "upsilon = 0: a throttled container's quota never grows",
-                           controller_args=("--upsilon", "0")),
+    "no-scale-up": Control("cpu", "upsilon = 0 and no fair share: a throttled container's quota never grows",
+                           controller_args=("--upsilon", "0", "--no-fair-share")),
+    "no-fair-share": Control("cpu", "a throttled container grows by the paper's raise only, never straight to its equal split",
+                             controller_args=("--no-fair-share",)),
     "no-scale-down": Control("cpu", "kappa = 0: quotas never shrink, idle containers keep what they got",
                              controller_args=("--kappa", "0")),
     "no-rescue": Control("oom", "no agent guards the growing tasks: the kernel OOM-kills at the limit"),
@@ -232,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": args.duration,
         "oom": {"rounds": args.rounds, "grow_mib": args.grow_mb, "app": rescue.OOM_APP, "allocator": rescue.OOM_ALLOCATOR,
                 "initial_limit_mib": rescue.initial_limit() / (1 << 20)},
-        "allocator": "defaults (upsilon 20%, gamma 0.2, kappa 0.8, n 10, 100 ms)",
+        "allocator": AllocatorParams().model_dump(include=ALLOCATOR_CPU_PARAMS) | {"period_ms": 100},
         "bench cgroup cpu.shares": CPU_SHARES,
     })
     report.figure("load average (1 min) at start", os.getloadavg()[0])
@@ -251,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _destroy_tree(Cgroup(RUN))
         if not Cgroup(BENCH_ROOT).children():
-            Cgroup(BENCH_ROOT).destroy()
+            with suppress(CgroupError):  # busy in another hierarchy: a run that was killed left groups there
+                Cgroup(BENCH_ROOT).destroy()
     report.figure("load average (1 min) at end", os.getloadavg()[0])
     return report.finish()
 
