@@ -2,8 +2,9 @@
 
 The paper's kernel hook reports, per CFS period, the quota, the unused runtime
 and whether the group was throttled.  Here one agent sample covers about one
-period (100 ms): ``used_us`` comes from ``cpuacct.usage`` and the throttle flag
-from the ``nr_throttled`` delta, both normalised to one 100 ms period.
+period (100 ms): ``used_us`` comes from ``cpuacct.usage``, the throttle flag
+from the ``nr_throttled`` delta and the throttled time from ``throttled_time``,
+all normalised to one 100 ms period.
 
 How the extracted formulas are read (units: runtime in µs per 100 ms period):
 
