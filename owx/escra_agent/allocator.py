@@ -286,7 +286,7 @@ class ResourceAllocator:
         that withholds it is ``global · (1 − σ) / #containers``, and a new
         container may not dip into the withheld σ part.
         """
-        count = app.limits.expected_containers or len(app.containers)
+        count = _container_count(app)
         tracked.cpu_quota_us = 0
         quota = min(self._equal_split_us(app), self._cpu_unallocated(app))
         tracked.cpu_quota_us = max(self.params.min_quota_us, quota)
@@ -339,7 +339,7 @@ class ResourceAllocator:
     @staticmethod
     def _equal_split_us(app: AppState) -> int:
         """Eq. 2.1: the application's CPU limit over its (expected) containers."""
-        return app.cpu_limit_us // max(1, app.limits.expected_containers or len(app.containers))
+        return app.cpu_limit_us // _container_count(app)
 
     def _cpu_unallocated(self, app: AppState) -> int:
         return app.cpu_limit_us - sum(max(0, t.cpu_quota_us) for t in app.containers.values())
@@ -420,3 +420,8 @@ class ResourceAllocator:
             reserve_grant=grants,
             deny_oom=deny,
         )
+
+
+def _container_count(app: AppState) -> int:
+    """How many containers share the application's limits (eq. 2.1/2.2's #containers)."""
+    return max(1, app.limits.expected_containers or len(app.containers))

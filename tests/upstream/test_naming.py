@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 
+from owx.platform.openwhisk import naming
 from owx.platform.openwhisk.naming import upstream_name
 from owx.platform.types import ActionSpec
 
@@ -25,3 +26,14 @@ def test_names_are_the_documented_hash_and_follow_revisions_and_limits():
     for changed in (dataclasses.replace(spec, key="alice/tools/resize@4-01"), dataclasses.replace(spec, memory_mb=512)):
         other = upstream_name("owx", changed)
         assert other.action == f"tools.resize@{documented_digest(changed)}" != name.action
+
+
+def test_the_digest_memo_keeps_no_more_code_than_its_budget():
+    """A tenant deploying many large revisions evicts memoised digests; it never grows the gateway."""
+    memo = naming._DigestMemo(max_code_chars=10)
+    first, second = ("a@1", "x" * 6), ("a@2", "y" * 6)
+    digest = memo.digest(first, 6)
+    assert memo.digest(second, 6) != digest
+    assert memo._held == 6 and list(memo._digests) == [second]  # the older one went
+    assert memo.digest(("a@3", "z" * 11), 11) and memo._held == 6  # larger than the budget: not kept
+    assert memo.digest(first, 6) == digest  # hashed again, the same name

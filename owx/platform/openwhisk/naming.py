@@ -11,15 +11,17 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from owx.platform.types import ActionSpec
 
 HASH_DIGITS = 12
 MAX_READABLE = 200  # OpenWhisk allows 256 characters per name; the hash and '@' follow
+MEMO_CODE_CHARS = 64 * 1024 * 1024  # code the digest memo keeps alive, whatever tenants deploy
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +55,37 @@ def readable_prefix(relative: str) -> str:
 
 def upstream_name(prefix: str, spec: ActionSpec) -> UpstreamName:
     namespace, relative = path_of(spec)
-    digest = _digest(spec.key, spec.kind, spec.code, spec.binary, spec.main, spec.image, spec.memory_mb,
-                     spec.timeout_ms, spec.logs_bytes, spec.concurrency)
+    deployed = (spec.key, spec.kind, spec.code, spec.binary, spec.main, spec.image, spec.memory_mb,
+                spec.timeout_ms, spec.logs_bytes, spec.concurrency)
+    digest = _DIGESTS.digest(deployed, len(spec.code or ""))
     return UpstreamName(package_of(prefix, namespace), readable_prefix(relative) + digest)
 
 
-@functools.lru_cache(maxsize=4096)
-def _digest(*deployed: object) -> str:
-    """Hashed once per revision and limits, not per activation: the code may be megabytes."""
-    text = json.dumps(deployed, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:HASH_DIGITS]
+class _DigestMemo:
+    """Digests of recent deployments, so an action is hashed once per revision and limits, not per
+    activation (its code may be megabytes). Least recently used first out, holding at most
+    ``max_code_chars`` of code: many large revisions evict each other, they never grow memory."""
+
+    def __init__(self, max_code_chars: int) -> None:
+        self._max = max_code_chars
+        self._held = 0
+        self._digests: OrderedDict[tuple, tuple[str, int]] = OrderedDict()  # -> (digest, code chars)
+        self._lock = threading.Lock()
+
+    def digest(self, deployed: tuple, code_chars: int) -> str:
+        with self._lock:
+            if (known := self._digests.get(deployed)) is not None:
+                self._digests.move_to_end(deployed)
+                return known[0]
+        text = json.dumps(deployed, separators=(",", ":"))
+        digest = hashlib.sha256(text.encode()).hexdigest()[:HASH_DIGITS]
+        with self._lock:
+            if code_chars <= self._max and deployed not in self._digests:
+                self._digests[deployed] = (digest, code_chars)
+                self._held += code_chars
+                while self._held > self._max:
+                    self._held -= self._digests.popitem(last=False)[1][1]
+        return digest
+
+
+_DIGESTS = _DigestMemo(MEMO_CODE_CHARS)
