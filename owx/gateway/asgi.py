@@ -3,6 +3,8 @@
 Each request's body is read on the event loop (refused with 413 past the entity cap, before it
 is buffered), the Flask app runs on one of ``threads`` threads, and a view that deferred its
 answer (:mod:`owx.gateway.deferred`) releases its thread while the loop awaits the result.
+Requests that ``inline`` selects run on the loop first (:mod:`owx.gateway.inline`), and on a
+thread only if they reach code that may block.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from werkzeug.wrappers import Response
 
 from owx.gateway.deferred import ENVIRON_KEY, Deferred
 from owx.gateway.errors import ENTITY_TOO_BIG, INTERNAL, ApiError
+from owx.gateway.inline import NeedsThread, on_loop
 from owx.gateway.pipeline.records import new_id
 
 log = logging.getLogger(__name__)
@@ -28,16 +31,18 @@ Scope = dict[str, Any]
 Receive = Callable[[], Any]
 Send = Callable[[dict[str, Any]], Any]
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
+Inline = Callable[[Scope, bytes], bool]  # which requests to try on the event loop first
 KEPT_HEADERS = ("x-request-id", "x-openwhisk-activation-id")  # from the view's placeholder to the final answer
 
 
 class FlaskOnAsgi:
     """Serves a WSGI (Flask) app over ASGI with deferred answers."""
 
-    def __init__(self, app: WsgiApp, threads: int, max_body_bytes: int) -> None:
+    def __init__(self, app: WsgiApp, threads: int, max_body_bytes: int, inline: Inline | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="owx-http")
+        self.inline = inline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -51,7 +56,10 @@ class FlaskOnAsgi:
             await _send(send, _answer(_error(413, message, "")))
             return
         environ = _environ(scope, body)
-        answer = await asyncio.get_running_loop().run_in_executor(self.pool, _call, self.app, environ)
+        answer = self._on_loop(environ) if self.inline is not None and self.inline(scope, body) else None
+        if answer is None:
+            environ = _environ(scope, body)  # afresh: the attempt on the loop read the body
+            answer = await asyncio.get_running_loop().run_in_executor(self.pool, _call, self.app, environ)
         deferred = environ.get(ENVIRON_KEY)
         if deferred is not None:
             kept = [(k, v) for k, v in answer.headers if k.lower() in KEPT_HEADERS]
@@ -60,6 +68,14 @@ class FlaskOnAsgi:
             answer = _Answer(settled.status, [*((k, v) for k, v in settled.headers if k.lower() not in KEPT_HEADERS),
                                               *kept], settled.body)
         await _send(send, answer)
+
+    def _on_loop(self, environ: dict[str, Any]) -> _Answer | None:
+        """The app's answer computed right here on the event loop; None if it needs a thread."""
+        with on_loop():
+            try:
+                return _call(self.app, environ)
+            except NeedsThread:
+                return None
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None as soon as it is known to exceed the cap."""

@@ -19,6 +19,7 @@ from owx.gateway import errors
 from owx.gateway.action_limits import effective, merge_limits
 from owx.gateway.entitlement import PACKAGES, Entitlement, PackageGrant
 from owx.gateway.errors import ApiError, bad_request, forbidden, not_found
+from owx.gateway.inline import require_thread
 from owx.gateway.models import MAX_SEQUENCE_LENGTH, PYTHON_KINDS, ActionBody, ExecBody, KeyValue, PackageBody
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, parse_fqn
 from owx.gateway.settings import ActionLimits
@@ -307,6 +308,7 @@ class Catalog:
         cached = self._resolved.get(key)
         if cached and time.monotonic() - cached.resolved_at < RESOLVE_TTL_S:
             return cached
+        require_thread()
         grant = self.access.use_action(caller, path)
         namespace, _, relative = self._source(path, grant)
         entity = self.store.get(namespace, ACTIONS, relative)

@@ -17,6 +17,7 @@ from typing import Any
 from flask import current_app, request
 from werkzeug.wrappers import Response
 
+from owx.gateway.inline import require_thread
 from owx.gateway.pipeline.invoke import Invocation
 
 ENVIRON_KEY = "owx.deferred"
@@ -38,6 +39,7 @@ def defer(deferred: Deferred, headers: dict[str, str] | None = None) -> Response
     """Hand ``deferred`` to the server; the view returns this placeholder (its headers are kept).
     With ``defer_waits`` off the view's thread waits here first (the control of ``owx bench invoke``)."""
     if not current_app.extensions["owx"].settings.gateway.defer_waits:
+        require_thread()
         wait([deferred.future], deferred.timeout_s)
     request.environ[ENVIRON_KEY] = deferred
     return Response(status=204, headers=headers)

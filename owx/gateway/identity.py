@@ -13,6 +13,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 
 from owx.gateway.errors import UNAUTHENTICATED, ApiError
+from owx.gateway.inline import require_thread
 from owx.gateway.stores import Conflict, EntityStore
 
 SYSTEM_NAMESPACE = "_system"
@@ -74,6 +75,7 @@ class Authenticator:
         cached = self._cache.get(uuid)
         if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
             return cached[1]
+        require_thread()
         entity = self.store.get(SYSTEM_NAMESPACE, AUTH, uuid) if uuid else None
         if entity is None:
             return None

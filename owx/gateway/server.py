@@ -31,6 +31,7 @@ import uvloop
 
 from owx.gateway.admin.socket import SOCKET_NAME, admin_app, bind_admin_socket
 from owx.gateway.admin.users import Users
+from owx.gateway.api import actions
 from owx.gateway.app import MAX_ENTITY_BYTES, create_app
 from owx.gateway.asgi import FlaskOnAsgi
 from owx.gateway.service import Gateway
@@ -59,7 +60,9 @@ class GatewayServer:
     def __init__(self, gateway: Gateway, host: str, port: int, tls: TlsFiles | None = None,
                  tls_port: int = 0) -> None:
         self.gateway = gateway
-        self.app = FlaskOnAsgi(create_app(gateway).wsgi_app, gateway.settings.gateway.http_threads, MAX_ENTITY_BYTES)
+        settings = gateway.settings.gateway
+        self.app = FlaskOnAsgi(create_app(gateway).wsgi_app, settings.http_threads, MAX_ENTITY_BYTES,
+                               inline=actions.runs_inline if settings.inline_invokes else None)
         self.admin = FlaskOnAsgi(admin_app(Users(gateway.entities), gateway.auth).wsgi_app, 2, MAX_ENTITY_BYTES)
         self.host = host
         self._http = _bind(host, port)

@@ -52,6 +52,8 @@ class GatewaySettings(BaseModel):
                                   "made in <data dir>/tls on first start")
     tls_key: Path | None = Field(None, description="the key of tls_cert (PEM)")
     http_threads: int = Field(32, ge=1, le=1024, description="threads serving the REST API (never held by waits)")
+    inline_invokes: bool = Field(True, description="an invoke with a small body runs its view on the event loop "
+                                 "when it needs no I/O (caller and action cached), else on one of http_threads")
     defer_waits: bool = Field(True, description="blocking waits hand their thread back to the server; off, a "
                               "waiting request holds one of http_threads as on a plain WSGI server (a benchmark control)")
     public_url: str | None = Field(None, description="where clients and actions reach the gateway "

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from owx.settings import Settings
+from owx.gateway.inline import NeedsThread, on_loop
 from owx.gateway.stores import AUTH_COLLECTION, StoreUnavailable, open_stores
 from owx.gateway.stores.couch import CouchActivationStore, CouchEntityStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore, SQLiteEntityStore
@@ -140,7 +141,11 @@ def test_a_database_that_stays_down_fails_puts_once_the_queue_is_full_and_close_
         options = WriterOptions(max_pending=3, submit_wait_s=0.2, close_wait_s=1)
         activations = CouchActivationStore(url, "owx_", timeout_s=1, writer=options)
     for start in range(3):
+        assert not activations.backlogged()
         activations.put(activation("guest", "hello", start))
+    assert activations.backlogged()
+    with on_loop(), pytest.raises(NeedsThread):  # the gateway's event loop never waits for room
+        activations.put(activation("guest", "hello", 3))
     with pytest.raises(StoreUnavailable, match="3 activation records wait to be written.*unreachable"):
         activations.put(activation("guest", "hello", 3))
     with pytest.raises(StoreUnavailable, match="3 activation records could not be written"):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from flask import Blueprint, jsonify
 
 from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, json_object, model, paging
@@ -12,6 +15,8 @@ from owx.gateway.pipeline.invoke import Completion
 
 blueprint = Blueprint("actions", __name__, url_prefix="/api/v1/namespaces/<ns>/actions")
 ACTIVATION_HEADER = "x-openwhisk-activation-id"
+INLINE_MAX_BODY_BYTES = 16 * 1024  # parsing more on the event loop would hold up other requests' I/O
+_INVOKE_PATH = re.compile(r"/api/v1/namespaces/[^/]+/actions/.+")
 
 
 @blueprint.get("")
@@ -51,6 +56,13 @@ def put_action(ns: str, name: str):
 def delete_action(ns: str, name: str):
     """Delete an action; answers the deleted record."""
     return jsonify(gateway().catalog.delete_action(caller().namespace, parse_relative(any_namespace(ns), name)))
+
+
+def runs_inline(scope: dict[str, Any], body: bytes) -> bool:
+    """Whether the server tries this request on its event loop first (:mod:`owx.gateway.inline`):
+    an invoke with a small body."""
+    return (scope["method"] == "POST" and len(body) <= INLINE_MAX_BODY_BYTES
+            and _INVOKE_PATH.fullmatch(scope["path"]) is not None)
 
 
 @blueprint.post("/<path:name>")

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
 from owx.gateway.errors import ApiError, bad_request
 from owx.gateway.identity import Identity
+from owx.gateway.inline import require_thread
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
@@ -151,6 +152,8 @@ class Invoker:
         """Admit, journal and queue one activation."""
         if self._route(resolved)[1] is not None:
             return self.start_all(identity, resolved, [params])[0]
+        if self.activations.backlogged():
+            require_thread()  # before admission, which a retry on a thread would count twice
         activation = Activation(records.new_id(), identity, resolved, self._arguments(resolved, params))
         self.throttle.admit(identity.namespace)
         try:
@@ -166,6 +169,7 @@ class Invoker:
                   activation_ids: list[str] | None = None) -> list[Invocation]:
         """Queue activations that are admitted together (gang) when capacity allows; never 429
         for concurrency. Records arrive on the returned futures."""
+        require_thread()  # an extension's gate may reserve capacity, which can wait
         ids = activation_ids or [records.new_id() for _ in params]
         activations = [Activation(aid, identity, resolved, self._arguments(resolved, p)) for aid, p in zip(ids, params)]
         gate = self._route(resolved)[1]

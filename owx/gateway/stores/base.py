@@ -101,6 +101,9 @@ class ActivationStore(Protocol):
         """Journal an activation owx answered for but has not recorded yet (``activationId``,
         ``namespace`` and what a failed record needs); the future completes once it is durable."""
 
+    def backlogged(self) -> bool:
+        """Whether `put` and `accept` would now wait for room in the write queue."""
+
     def unfinished(self) -> builtins.list[dict[str, Any]]:
         """Journalled entries whose activation has no record (left by a gateway that died)."""
 

@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Union
 
+from owx.gateway.inline import require_thread
 from owx.gateway.stores.activations import AcceptedRow, ActivationRow, to_accepted, to_row
 from owx.gateway.stores.base import StoreUnavailable
 
@@ -71,6 +72,8 @@ class WriteBehind:
         """Queue ``row``; the future completes when it is committed. A record whose id is already
         queued is not queued again (first write wins): its future completes with the first."""
         with self._cond:
+            if self.backlogged():
+                require_thread()  # Invoker.start asked first; this guards the queue filling up since
             if not self._cond.wait_for(lambda: len(self._queue) < self._max_pending or self._closing,
                                        self._submit_wait_s):
                 raise StoreUnavailable(
@@ -87,6 +90,10 @@ class WriteBehind:
             self._queue.append((self._seq, row, done))
             self._cond.notify_all()
             return done
+
+    def backlogged(self) -> bool:
+        """Whether :meth:`submit` would now wait for room."""
+        return len(self._queue) >= self._max_pending
 
     def read(self, activation_id: str, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:
         """(namespace, record) of ``activation_id``: the committed one first (first write
@@ -172,3 +179,6 @@ class WrittenBehind:
 
     def accept(self, entry: dict[str, Any]) -> Future[None]:
         return self._writer.submit(to_accepted(entry))
+
+    def backlogged(self) -> bool:
+        return self._writer.backlogged()
