@@ -155,8 +155,12 @@ class ResourceAllocator:
                         self._book_memory(app, tracked, sample.memory_limit)
                 tracked.memory_usage = sample.memory_usage
                 tracked.window.push(sample, tracked.cpu_quota_us)
-                quota = next_quota(tracked.cpu_quota_us, tracked.window, self._cpu_unallocated(app), self.params,
-                                   self._equal_split_us(app))
+                split = self._equal_split_us(app)
+                quota = next_quota(tracked.cpu_quota_us, tracked.window, self._cpu_unallocated(app), self.params, split)
+                if self.params.fair_share and tracked.window.throttled_now:
+                    wanted = min(split, int(tracked.window.last_wanted_us))
+                    if quota < wanted:
+                        quota += self._take_back_cpu(app, tracked, wanted - quota, split)
                 if abs(quota - tracked.cpu_quota_us) >= max(1, self.params.quota_step_us):
                     tracked.cpu_quota_us = quota
                     self._send(node, tracked, LimitUpdate(id=tracked.id, cpu_quota_us=quota))
@@ -343,6 +347,31 @@ class ResourceAllocator:
 
     def _cpu_unallocated(self, app: AppState) -> int:
         return app.cpu_limit_us - sum(max(0, t.cpu_quota_us) for t in app.containers.values())
+
+    def _take_back_cpu(self, app: AppState, needy: Tracked, needed_us: int, split_us: int) -> int:
+        """Cut the application's containers above their equal split, furthest above first and
+        never below it, by up to ``needed_us`` in all, for ``needy``; the runtime taken.
+
+        Without this, a container that climbed past its split while the budget was free holds
+        the runtime for as long as it stays busy, and one that becomes busy later waits at
+        the floor: one tenant's hog would starve another's newcomer.
+        """
+        taken = 0
+        for other in sorted(app.containers.values(), key=lambda t: t.cpu_quota_us, reverse=True):
+            if taken >= needed_us or other.cpu_quota_us <= split_us:
+                break
+            if other is needy:
+                continue
+            cut = min(other.cpu_quota_us - split_us, needed_us - taken)
+            other.cpu_quota_us -= cut
+            taken += cut
+            node = self._nodes[other.node]
+            # samples taken before the agent applies the cut must not undo it: the rest of this
+            # batch if ``other`` is on this node, else its node's next batch
+            seen = node.last_seq if other.node == needy.node else node.last_seq + 1
+            other.settle_after_seq = max(other.settle_after_seq, seen)
+            self._send(node, other, LimitUpdate(id=other.id, cpu_quota_us=other.cpu_quota_us))
+        return taken
 
     def _send(self, node: NodeState, tracked: Tracked, update: LimitUpdate) -> None:
         merged = node.outbox.get(tracked.id)

@@ -31,7 +31,9 @@ How the extracted formulas are read (units: runtime in µs per 100 ms period):
 * **Fair share** (owx's addition, ``fair_share``): a throttled container whose
   quota is below its equal split of the application's limit (eq. 2.1's initial
   quota) gets, at once, the runtime it asked for in that period (used plus
-  throttled time) up to that split, as far as unallocated runtime allows.
+  throttled time) up to that split, as far as unallocated runtime allows; the
+  allocator takes the rest back from containers above their split (never below
+  it), so a hog that grew while the budget was free cannot starve a newcomer.
   The raise above claims a few percent of the unallocated runtime per period,
   so a container whose requests clump stays for several periods below what a
   static split would have given it, and its tail latency is worse than

@@ -111,3 +111,17 @@ def test_two_containers_share_one_global_cpu_limit(local_escra, container):
         total = max(0, a.cpu_quota()[0]) + max(0, b.cpu_quota()[0])
         assert total <= 100_000 + 1_000  # one core between them, whatever each one's demand
         time.sleep(0.05)
+
+
+def test_a_hog_above_its_split_gives_runtime_back_to_a_newly_busy_container(local_escra, container):
+    """One tenant's busy container took the whole budget while it was free; another's that becomes
+    busy later gets its equal split back from it within a few periods, not the 1 ms floor."""
+    allocator, _ = local_escra(cpu_cores=1.0, containers=2)  # eq. 2.1: 1 core / 2 = 50 ms per period
+    hog, _ = container("hog", *python(BUSY))
+    wait_for(lambda: hog.cpu_quota()[0] >= 90_000, timeout=8)  # alone and throttled: the whole core
+    late, _ = container("late", *python(BUSY))
+    wait_for(lambda: "late" in allocator.view().containers)
+    shared = wait_for(lambda: late.cpu_quota()[0] >= 40_000 and hog.cpu_quota()[0] <= 60_000, timeout=5)
+    assert shared
+    quotas = allocator.view().containers
+    assert quotas["hog"]["cpu_quota_us"] + quotas["late"]["cpu_quota_us"] <= 100_000  # within the budget
