@@ -76,11 +76,12 @@ def start_gateway_process(data_dir: Path, *, args: list[str] | None = None, env:
     home = data_dir / "home"
     home.mkdir(exist_ok=True)
     auth = auth or f"{uuid.uuid4()}:{secrets.token_hex(32)}"
-    given = dict(env or {})
+    # its own cgroup root, kept by restart() as a real restart keeps it: the new process reaps what a
+    # killed one left there
+    given = {"OWX_PLATFORM__CGROUP_ROOT": f"owx-gw-{secrets.token_hex(3)}", **(env or {})}
     full_env = {
         **os.environ,
         "HOME": str(home),
-        "OWX_PLATFORM__CGROUP_ROOT": f"owx-gw-{secrets.token_hex(3)}",
         "OWX_GATEWAY__TLS_PORT": "0",
         "OWX_LOG_LEVEL": "WARNING",
         **given,

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.common.cgroups import Cgroup
 from owx.gateway.pipeline.records import GATEWAY_DIED, GATEWAY_STOPPED
 
 SLEEPER = "import time\ndef main(args):\n    time.sleep(args.get('s', 0.2))\n    return {'slept': args.get('s', 0.2)}\n"
@@ -52,11 +53,15 @@ def test_a_gateway_killed_under_load_loses_no_activation_it_answered_for(tmp_pat
         for i in range(6):
             pool.submit(client, i % 2 == 0)
         time.sleep(3)
+        node = Cgroup(f"{gateway.env['OWX_PLATFORM__CGROUP_ROOT']}/node0")
+        left = {group.name for group in node.children()}
         gateway.kill()  # SIGKILL: no goodbye
         stop.set()
     assert {status for status, _ in answers} >= {200, 202}
+    assert left
     gateway.restart()
     try:
+        assert not left & {group.name for group in node.children()}  # the new process reaped the old containers
         failed = 0
         for status, activation_id in answers:
             found = record(gateway, activation_id)
