@@ -1,7 +1,8 @@
 """Serve the gateway: HTTP and HTTPS listeners (uvicorn on one uvloop event loop) and the admin socket.
 
 The Flask app runs on a bounded thread pool behind an ASGI bridge (:mod:`owx.gateway.asgi`), so
-waits for activations never hold a thread. Why uvicorn: measured here on one 2-core VM in one
+waits for activations never hold a thread; an invoke that needs no I/O runs its view on the event
+loop itself (:mod:`owx.gateway.inline`). Why uvicorn: measured here on one 2-core VM in one
 run (wrk, 4 connections), a trivial ASGI handler on uvicorn (uvloop + httptools) answered 3,832
 requests/s against 958/s for a Flask hello on waitress, it runs inside this process's own event
 loop (one process owns the platform) on sockets bound beforehand (port 0 works), and it is
