@@ -120,7 +120,8 @@ def test_cache_misses_read_the_store_on_a_thread_and_warm_invokes_run_on_the_loo
     code_v2 = code.replace("+ 1", "+ 2")  # a new revision: the action is no longer cached, the caller still is
     assert http.put(tenant.api(f"actions/{name}"), params={"overwrite": "true"},
                     json={"exec": {"kind": "python:3", "code": code_v2}}).ok
-    store_reads.clear(), starts.clear()
+    store_reads.clear()
+    starts.clear()
     answer = http.post(tenant.api(f"actions/{name}"), params={"blocking": "true", "result": "true"}, json={"n": 0})
     assert (answer.status_code, answer.json()) == (200, {"n": 2})
     assert store_reads and LISTENER_THREAD not in store_reads and starts[0] != LISTENER_THREAD
