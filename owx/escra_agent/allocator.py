@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from owx.escra_agent.cpu_policy import CpuWindow, next_quota
+from owx.escra_agent.cpu_policy import CpuWindow, fair_target_us, next_quota
 from owx.escra_agent.ledger import PoolLedger
 from owx.escra_agent.messages import (
     AllocatorView,
@@ -157,10 +157,9 @@ class ResourceAllocator:
                 tracked.window.push(sample, tracked.cpu_quota_us)
                 split = self._equal_split_us(app)
                 quota = next_quota(tracked.cpu_quota_us, tracked.window, self._cpu_unallocated(app), self.params, split)
-                if self.params.fair_share and tracked.window.throttled_now:
-                    wanted = min(split, int(tracked.window.last_wanted_us))
-                    if quota < wanted:
-                        quota += self._take_back_cpu(app, tracked, wanted - quota, split)
+                wanted = fair_target_us(tracked.cpu_quota_us, tracked.window, self.params, split)
+                if quota < wanted:  # what is unallocated did not cover it
+                    quota += self._take_back_cpu(app, tracked, wanted - quota, split)
                 if abs(quota - tracked.cpu_quota_us) >= max(1, self.params.quota_step_us):
                     tracked.cpu_quota_us = quota
                     self._send(node, tracked, LimitUpdate(id=tracked.id, cpu_quota_us=quota))

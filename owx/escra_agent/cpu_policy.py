@@ -92,6 +92,14 @@ class CpuWindow:
         return sum(self.unused_us) / self.size
 
 
+def fair_target_us(quota_us: int, window: CpuWindow, params: AllocatorParams, fair_us: int) -> int:
+    """What the fair share lifts a throttled container below its equal split ``fair_us`` to: the
+    runtime it asked for in the latest period, up to the split; 0 where the rule does not apply."""
+    if not (params.fair_share and window.throttled_now and quota_us < fair_us):
+        return 0
+    return min(fair_us, int(window.last_wanted_us))
+
+
 def next_quota(quota_us: int, window: CpuWindow, unallocated_us: int, params: AllocatorParams,
                fair_us: int = 0) -> int:
     """The quota for the next period, in µs per 100 ms period (see the module docstring);
@@ -101,10 +109,7 @@ def next_quota(quota_us: int, window: CpuWindow, unallocated_us: int, params: Al
             return quota_us
         share = min(1.0, window.throttle_ratio * params.upsilon / 100)
         raised = quota_us + int(share * unallocated_us)
-        if params.fair_share and quota_us < fair_us:
-            wanted = min(fair_us, int(window.last_wanted_us), quota_us + unallocated_us)
-            raised = max(raised, wanted)
-        return raised
+        return max(raised, min(fair_target_us(quota_us, window, params, fair_us), quota_us + unallocated_us))
     if window.last_unused_us > params.gamma * quota_us:
         floor = max(params.min_quota_us, int(window.last_used_us))
         return min(quota_us, max(floor, int(quota_us - params.kappa * window.mean_unused_us)))
