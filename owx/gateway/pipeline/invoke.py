@@ -5,8 +5,9 @@ One straight line per activation, on a worker thread (:mod:`.workers`):
 1. :meth:`Invoker.start` admits it (throttles), journals it as accepted (durable before anyone
    is answered for it: the next start records it as failed if this gateway dies) and queues it;
 2. the worker runs it on the platform (or on the runner an extension routed it to);
-3. :mod:`.records` builds its record, the store commits it (and drops the journal entry), and
-   only then does its completion resolve: an answer never names a record that could be lost.
+3. :mod:`.records` builds its record and hands it to the store; the worker moves on, and the
+   completion resolves when the store has committed it (and dropped the journal entry): an
+   answer never names a record that could be lost.
 """
 
 from __future__ import annotations
@@ -93,7 +94,17 @@ class Invocation:
     done: Future[Completion]
 
 
-def _copy_result(outer: Future[Completion], inner: Future[Completion]) -> None:
+def _copy_result(outer: Future[Completion], inner: Future[Future[Completion]]) -> None:
+    """Complete ``outer`` as the worker's ``inner`` ends: with the completion it hands on, or its failure."""
+    if inner.cancelled():
+        outer.cancel()
+    elif inner.exception() is not None:
+        outer.set_exception(inner.exception())  # type: ignore[arg-type]
+    else:
+        inner.result().add_done_callback(partial(_copy_completion, outer))
+
+
+def _copy_completion(outer: Future[Completion], inner: Future[Completion]) -> None:
     if inner.exception() is not None:
         outer.set_exception(inner.exception())  # type: ignore[arg-type]
     else:
@@ -156,13 +167,15 @@ class Invoker:
             require_thread()  # before admission, which a retry on a thread would count twice
         activation = Activation(records.new_id(), identity, resolved, self._arguments(resolved, params))
         self.throttle.admit(identity.namespace)
+        done: Future[Completion] = Future()
         try:
             accepted = self._accept(activation)
-            done = self._workers.submit(identity.namespace, partial(self._admitted_run, activation))
+            ran = self._workers.submit(identity.namespace, partial(self._admitted_run, activation))
         except BaseException:
             self._open.pop(activation.id, None)
             self.throttle.release(identity.namespace)
             raise
+        ran.add_done_callback(partial(_copy_result, done))
         return Invocation(activation.id, accepted, done)
 
     def start_all(self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
@@ -204,15 +217,20 @@ class Invoker:
         return resolved.arguments(params)
 
     # -- execution --------------------------------------------------------------------------------
-    def _admitted_run(self, activation: Activation) -> Completion:
+    def _admitted_run(self, activation: Activation) -> Future[Completion]:
         try:
-            return self.execute(activation)
+            return self.recorded(activation)
         finally:
-            self._open.pop(activation.id, None)
+            self._open.pop(activation.id, None)  # its record is queued: closing writes it, not a failure
             self.throttle.release(activation.identity.namespace)
 
     def execute(self, activation: Activation) -> Completion:
         """Run one activation to its durably stored record (synchronously)."""
+        return self.recorded(activation).result(DURABLE_WAIT_S)
+
+    def recorded(self, activation: Activation) -> Future[Completion]:
+        """Run one activation and queue its record; the completion arrives once the record is
+        committed (the caller's thread does not wait for that)."""
         platform_status = None
         if activation.action.kind == "sequence":
             record = self._sequence(activation)
@@ -220,10 +238,21 @@ class Invoker:
             outcome, platform_status = self._run(activation)
             record = records.build(activation.id, activation.identity.namespace, activation.facts, outcome,
                                    self.max_result_bytes, activation.cause)
-        self.activations.put(record).result(DURABLE_WAIT_S)
-        for observe in self.record_observers:
-            observe(record)
-        return Completion.of(record, platform_status)
+        done: Future[Completion] = Future()
+
+        def committed(stored: Future[None]) -> None:
+            if stored.exception() is not None:
+                done.set_exception(stored.exception())  # type: ignore[arg-type]
+                return
+            for observe in self.record_observers:
+                try:
+                    observe(record)
+                except Exception:  # noqa: BLE001 - an observer's bug must not withhold the answer
+                    log.exception("a record observer failed")
+            done.set_result(Completion.of(record, platform_status))
+
+        self.activations.put(record).add_done_callback(committed)
+        return done
 
     def _route(self, resolved: ResolvedAction) -> tuple[Runner, Gate | None]:
         for accepts, runner, gate in self.runners_by_annotation:

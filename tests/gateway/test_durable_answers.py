@@ -1,0 +1,80 @@
+"""A blocking invoke answers only once its record is committed, and no worker thread waits for
+that commit: a slow database holds answers back, never the activations of other callers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.conftest import RunningGateway, start_gateway
+
+CODE = "def main(args):\n    return {'n': args.get('n', 0)}\n"
+WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory) -> Iterator[RunningGateway]:
+    server, running = start_gateway(tmp_path_factory.mktemp("durable"), gateway={"workers": WORKERS})
+    http = running.session()
+    assert http.put(running.api("actions/echo?overwrite=true"), json={"exec": {"kind": "python:3", "code": CODE}}).ok
+    assert http.post(running.api("actions/echo?blocking=true"), json={"n": 0}).status_code == 200  # warm
+    yield running
+    server.stop()
+
+
+@contextmanager
+def commits_held(gateway: RunningGateway) -> Iterator[None]:
+    """The activation store's writer stops before each commit until the block ends (a database
+    that has stalled)."""
+    writer = gateway.service.activations._writer  # type: ignore[attr-defined]
+    commit, release = writer._commit, threading.Event()
+
+    def held(rows):
+        release.wait()
+        commit(rows)
+
+    writer._commit = held
+    try:
+        yield
+    finally:
+        release.set()
+        writer._commit = commit
+
+
+def test_a_blocking_invoke_answers_only_once_its_record_is_committed(two_workers: RunningGateway) -> None:
+    http = two_workers.session()
+    with ThreadPoolExecutor(1) as pool:
+        with commits_held(two_workers):
+            answer = pool.submit(http.post, two_workers.api("actions/echo?blocking=true"), json={"n": 7}, timeout=60)
+            time.sleep(1.5)
+            assert not answer.done(), "answered before its record was committed"
+        reply = answer.result(30)
+    assert reply.status_code == 200, reply.text
+    record = http.get(two_workers.api(f"activations/{reply.json()['activationId']}")).json()
+    assert record["response"]["result"] == {"n": 7}
+
+
+def test_workers_are_free_while_records_wait_for_the_database(two_workers: RunningGateway) -> None:
+    """Three times as many blocking invokes as workers all run while no commit gets through."""
+    sessions = [two_workers.session() for _ in range(3 * WORKERS)]
+    invoker = two_workers.service.invoker
+    writer = two_workers.service.activations._writer  # type: ignore[attr-defined]
+    with ThreadPoolExecutor(len(sessions)) as pool:
+        with commits_held(two_workers):
+            answers = [pool.submit(s.post, two_workers.api("actions/echo?blocking=true"), json={"n": i}, timeout=60)
+                       for i, s in enumerate(sessions)]
+            deadline = time.monotonic() + 20
+            while not (len(writer._records) == len(sessions) and invoker.load() == (0, 0)):  # all ran, none committed
+                assert time.monotonic() < deadline, (
+                    f"{len(writer._records)} records queued, workers (running, queued) {invoker.load()}")
+                time.sleep(0.05)
+            assert not any(a.done() for a in answers)
+        replies = [a.result(30) for a in answers]
+    assert [r.status_code for r in replies] == [200] * len(sessions)
+    assert sorted(r.json()["response"]["result"]["n"] for r in replies) == list(range(len(sessions)))
