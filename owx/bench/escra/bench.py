@@ -63,8 +63,6 @@ class Control:
 
 ALLOCATOR_CPU_PARAMS = {"upsilon", "gamma", "kappa", "window", "fair_share", "min_quota_us"}  # printed: defaults of a normal run
 CONTROLS = {
-    "gamma0": Control("cpu", "allocator starved: gamma = 0, every period with any unused runtime cuts the quota",
-                      controller_args=("--gamma", "0")),
     "no-scale-up": Control("cpu", "upsilon = 0 and no fair share: a throttled container's quota never grows",
                            controller_args=("--upsilon", "0", "--no-fair-share")),
     "no-fair-share": Control("cpu", "a throttled container grows by the paper's raise only, never straight to its equal split",
