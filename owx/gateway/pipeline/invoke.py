@@ -94,19 +94,15 @@ class Invocation:
     done: Future[Completion]
 
 
-def _copy_result(outer: Future[Completion], inner: Future[Future[Completion]]) -> None:
-    """Complete ``outer`` as the worker's ``inner`` ends: with the completion it hands on, or its failure."""
+def _forward(outer: Future[Completion], inner: Future[Any]) -> None:
+    """Complete ``outer`` as ``inner`` ends; when ``inner`` hands on a future (a worker's run, which
+    gives the future of its committed record), follow that one in turn."""
     if inner.cancelled():
         outer.cancel()
     elif inner.exception() is not None:
         outer.set_exception(inner.exception())  # type: ignore[arg-type]
-    else:
-        inner.result().add_done_callback(partial(_copy_completion, outer))
-
-
-def _copy_completion(outer: Future[Completion], inner: Future[Completion]) -> None:
-    if inner.exception() is not None:
-        outer.set_exception(inner.exception())  # type: ignore[arg-type]
+    elif isinstance(inner.result(), Future):
+        inner.result().add_done_callback(partial(_forward, outer))
     else:
         outer.set_result(inner.result())
 
@@ -175,7 +171,7 @@ class Invoker:
             self._open.pop(activation.id, None)
             self.throttle.release(identity.namespace)
             raise
-        ran.add_done_callback(partial(_copy_result, done))
+        ran.add_done_callback(partial(_forward, done))
         return Invocation(activation.id, accepted, done)
 
     def start_all(self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
@@ -196,7 +192,7 @@ class Invoker:
                     self.throttle.release(identity.namespace)
                     invocation.done.set_exception(exc)
                     continue
-                inner.add_done_callback(partial(_copy_result, invocation.done))
+                inner.add_done_callback(partial(_forward, invocation.done))
 
         reserve = (lambda: gate(resolved, ids)) if gate is not None else None
         self.throttle.enqueue(identity.namespace, len(ids), admitted, reserve)
