@@ -152,6 +152,24 @@ def test_a_database_that_stays_down_fails_puts_once_the_queue_is_full_and_close_
         activations.close()
 
 
+def test_large_records_a_database_cannot_take_are_bounded_in_bytes_not_only_in_count() -> None:
+    """Records of 1 MiB each (a tenant's large results) fill the queue by bytes long before its row
+    count: then puts wait and fail instead of holding gigabytes."""
+    with pouchdb_server() as url:
+        options = WriterOptions(max_pending=50_000, max_pending_bytes=4 * 1024 * 1024, submit_wait_s=0.2,
+                                close_wait_s=1)
+        activations = CouchActivationStore(url, "owx_", timeout_s=1, writer=options)
+    big = "x" * (1024 * 1024)
+    for start in range(4):
+        assert not activations.backlogged()
+        activations.put(activation("guest", "hello", start, logs=[big]))
+    assert activations.backlogged()
+    with pytest.raises(StoreUnavailable, match="4 activation records wait to be written"):
+        activations.put(activation("guest", "hello", 4))
+    with pytest.raises(StoreUnavailable, match="4 activation records could not be written"):
+        activations.close()
+
+
 def test_couchdb_cache_staleness_is_bounded_by_its_ttl(couchdb_url: str, couch_prefix: str) -> None:
     writer = CouchEntityStore(couchdb_url, couch_prefix, cache_ttl_s=0)
     reader = CouchEntityStore(couchdb_url, couch_prefix, cache_ttl_s=0.3)

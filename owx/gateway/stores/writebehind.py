@@ -5,7 +5,9 @@ the crash journal). Each write returns a future that completes when its batch is
 so a caller can answer only once what it answers for is durable, while one commit serves
 many callers (group commit). A queued record stays readable until its batch is committed,
 so reads see every record put before them. Failed commits are retried with backoff; the queue
-is bounded, so a database that stays down turns into `StoreUnavailable` at `submit` instead of
+is bounded in rows and in bytes (workers hand records on without waiting for their commit, so a
+tenant whose actions return large results faster than the database takes them meets this bound),
+so a database that stays behind turns into waits, then `StoreUnavailable`, at `submit` instead of
 unbounded memory.
 """
 
@@ -37,6 +39,7 @@ class WriterOptions:
     """Bounds of the write-behind queue."""
 
     max_pending: int = 50_000  # queued rows before `submit` waits, then fails
+    max_pending_bytes: int = 256 * 1024 * 1024  # queued JSON text before `submit` waits, then fails
     max_batch: int = 500  # rows per commit
     submit_wait_s: float = 5.0  # how long `submit` waits for room in a full queue
     close_wait_s: float = 30.0  # how long `close` keeps retrying to write what is queued
@@ -54,6 +57,8 @@ class WriteBehind:
         self._commit = commit
         options = options or WriterOptions()
         self._max_pending = options.max_pending
+        self._max_pending_bytes = options.max_pending_bytes
+        self._pending_bytes = 0
         self._max_batch = options.max_batch
         self._submit_wait_s = options.submit_wait_s
         self._close_wait_s = options.close_wait_s
@@ -74,10 +79,10 @@ class WriteBehind:
         with self._cond:
             if self.backlogged():
                 require_thread()  # Invoker.start asked first; this guards the queue filling up since
-            if not self._cond.wait_for(lambda: len(self._queue) < self._max_pending or self._closing,
-                                       self._submit_wait_s):
+            if not self._cond.wait_for(lambda: not self.backlogged() or self._closing, self._submit_wait_s):
                 raise StoreUnavailable(
-                    f"{len(self._queue)} activation records wait to be written; last error: {self._last_error}")
+                    f"{len(self._queue)} activation records wait to be written ({self._pending_bytes} bytes); "
+                    f"last error: {self._last_error}")
             if self._closing:
                 raise StoreUnavailable("activation store is closed")
             done: Future[None] = Future()
@@ -88,12 +93,14 @@ class WriteBehind:
                 self._records[row.activation_id] = row
             self._seq += 1
             self._queue.append((self._seq, row, done))
+            self._pending_bytes += len(row.text)
             self._cond.notify_all()
             return done
 
     def backlogged(self) -> bool:
-        """Whether :meth:`submit` would now wait for room."""
-        return len(self._queue) >= self._max_pending
+        """Whether :meth:`submit` would now wait for room (a row larger than the byte bound still
+        gets in when the queue is below it)."""
+        return len(self._queue) >= self._max_pending or self._pending_bytes >= self._max_pending_bytes
 
     def read(self, activation_id: str, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:
         """(namespace, record) of ``activation_id``: the committed one first (first write
@@ -158,7 +165,7 @@ class WriteBehind:
             backoff = 0.0
             with self._cond:
                 for _ in batch:
-                    self._queue.popleft()
+                    self._pending_bytes -= len(self._queue.popleft()[1].text)
                 for _, row, _ in batch:
                     if isinstance(row, ActivationRow):
                         self._records.pop(row.activation_id, None)
