@@ -17,6 +17,7 @@ from typing import Any
 from flask import current_app, request
 from werkzeug.wrappers import Response
 
+from owx.gateway.errors import SYSTEM_UNAVAILABLE, ApiError
 from owx.gateway.inline import require_thread
 from owx.gateway.pipeline.invoke import Invocation
 
@@ -51,5 +52,19 @@ def json_response(body: Any, status: int = 200) -> Response:
 
 
 def accepted(invocation: Invocation) -> Deferred:
-    """202 ``{activationId}`` once the activation is journalled (it can no longer be lost)."""
-    return Deferred(invocation.accepted, lambda _: json_response({"activationId": invocation.activation_id}, 202))
+    """202 ``{activationId}`` once the activation is journalled (it can no longer be lost); 503 when
+    the activation store has not taken the entry within ``store_wait_s``."""
+    wait_s = current_app.extensions["owx"].settings.gateway.store_wait_s
+    activation_id = invocation.activation_id
+
+    def unconfirmed(_: Any) -> Response:
+        raise ApiError(503, SYSTEM_UNAVAILABLE.format(
+            detail=f"the activation store did not take activation {activation_id} within {wait_s:g} s; "
+                   "it may still run, and is recorded once the store takes it"))
+
+    return Deferred(invocation.accepted, lambda _: json_response({"activationId": activation_id}, 202), wait_s,
+                    Deferred(_NOW, unconfirmed))
+
+
+_NOW: Future[None] = Future()  # an on_timeout that answers at once
+_NOW.set_result(None)

@@ -63,6 +63,9 @@ class GatewaySettings(BaseModel):
     couchdb_prefix: str = "owx_"
     default_namespace: str = "guest"
     blocking_wait_s: float = Field(60.0, gt=0, description="a blocking invoke answers 202 after this")
+    store_wait_s: float = Field(30.0, gt=0, description="how long a 202 waits for the activation store to make "
+                                "its activation durable; past it the answer is 503 (the activation may still "
+                                "run, and is recorded once the store takes it)")
     max_payload_bytes: int = Field(1024 * 1024, gt=0)
     invocations_per_minute: int = Field(6000, ge=1)
     concurrent_invocations: int = Field(500, ge=1)

@@ -1,5 +1,6 @@
 """A blocking invoke answers only once its record is committed, and no worker thread waits for
-that commit: a slow database holds answers back, never the activations of other callers."""
+that commit: a slow database holds answers back, never the activations of other callers; an
+answer that waits too long for the database is a 503, and the activation is still recorded."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from tests.gateway.conftest import RunningGateway, start_gateway
 
 CODE = "def main(args):\n    return {'n': args.get('n', 0)}\n"
 WORKERS = 2
+STORE_WAIT_S = 2.0
 
 
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory) -> Iterator[RunningGateway]:
-    server, running = start_gateway(tmp_path_factory.mktemp("durable"), gateway={"workers": WORKERS})
+    server, running = start_gateway(tmp_path_factory.mktemp("durable"), gateway={"workers": WORKERS,
+                                                                                        "store_wait_s": STORE_WAIT_S})
     http = running.session()
     assert http.put(running.api("actions/echo?overwrite=true"), json={"exec": {"kind": "python:3", "code": CODE}}).ok
     assert http.post(running.api("actions/echo?blocking=true"), json={"n": 0}).status_code == 200  # warm
@@ -78,3 +81,24 @@ def test_workers_are_free_while_records_wait_for_the_database(two_workers: Runni
         replies = [a.result(30) for a in answers]
     assert [r.status_code for r in replies] == [200] * len(sessions)
     assert sorted(r.json()["response"]["result"]["n"] for r in replies) == list(range(len(sessions)))
+
+
+def test_an_invoke_the_database_does_not_take_in_time_answers_503_and_is_recorded_later(
+        two_workers: RunningGateway) -> None:
+    http = two_workers.session()
+    with commits_held(two_workers):
+        started = time.monotonic()
+        reply = http.post(two_workers.api("actions/echo"), json={"n": 9}, timeout=STORE_WAIT_S + 10)
+        waited = time.monotonic() - started
+    assert reply.status_code == 503, reply.text
+    assert STORE_WAIT_S <= waited < STORE_WAIT_S + 5
+    body = reply.json()
+    activation_id = reply.headers["x-openwhisk-activation-id"]
+    assert set(body) == {"error", "code"} and activation_id in body["error"]
+    deadline = time.monotonic() + 30
+    while (record := http.get(two_workers.api(f"activations/{activation_id}"))).status_code == 404:
+        assert time.monotonic() < deadline, "the activation was never recorded"
+        time.sleep(0.1)
+    two_workers.service.activations._writer.flush(30)  # type: ignore[attr-defined]
+    stored = http.get(two_workers.api(f"activations/{activation_id}"))  # from the database: nothing is queued
+    assert stored.json()["response"]["result"] == {"n": 9}
