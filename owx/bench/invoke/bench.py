@@ -5,9 +5,11 @@ figure comes from wrk (another process, the client's clock):
 
 - anchors: a Flask "hello" POST on waitress, on granian (WSGI) and on the server owx uses
   (uvicorn + owx's ASGI bridge), at 1, 4 and 64 connections; a warm action runtime answering
-  ``/run`` directly; and the c1 floor: the hello on granian plus a direct ``/run``, at p50, over
+  ``/run`` directly; the c1 floor: the hello on granian plus a direct ``/run``, at p50, over
   the direct ``/run`` (a gateway on Flask serves one such request and makes one such call per
   invocation, so its c1 ratio cannot go much below this; printed beside the goal, not a goal);
+  and the c4 ceiling: a Flask app on granian that only forwards each invocation to that runtime's
+  ``/run``, over the hello (what the c4 goal's 0.35 leaves room for; a figure, not a goal);
 - ``owx up`` (embedded platform, extensions on): warm blocking invokes at 1, 4 and 64 connections
   (every one must answer 2xx and be recorded: counted through the API), non-blocking invokes
   (202), activation GETs, the gateway's RSS and CPU seconds per 1,000 invocations;
@@ -38,7 +40,7 @@ from pathlib import Path
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from owx.bench.invoke.anchors import SERVERS, free_port, hello_server
+from owx.bench.invoke.anchors import SERVERS, forward_server, free_port, hello_server, run_payload
 from owx.bench.invoke.coldstart import measure_cold_start
 from owx.bench.invoke.fairness import measure_fairness
 from owx.bench.invoke.flood import flood, settled_count
@@ -74,7 +76,13 @@ def main(argv: list[str] | None = None) -> int:
             report.figure(f"Flask hello on {kind}, c1, p50", hello[kind, 1].p50_ms, "ms")
     with _direct_runtime() as run_url:
         direct = wrk(run_url, connections=1, seconds=args.seconds, method="POST", body=_run_body())
+        with forward_server(run_url) as forward_url:
+            forwarded = wrk(forward_url, connections=4, seconds=args.seconds, method="POST", body=body)
     report.figure("direct /run, c1, p50", direct.p50_ms, "ms")
+    report.figure("Flask forward to /run on granian, c4", round(forwarded.rate), "req/s")
+    # what a gateway on Flask can serve at c4 with nothing but the one /run call per invocation
+    report.figure("c4 ceiling: Flask forward on granian c4 / Flask hello on granian c4",
+                  round(forwarded.rate / hello["granian", 4].rate, 3), "x")
     # what a gateway on Flask pays at c1 before any work of its own: one Flask request (on the
     # fastest anchor) and one /run
     report.figure("c1 floor: (Flask hello on granian p50 + direct /run p50) / direct /run p50",
@@ -156,8 +164,7 @@ def _rss_mb(gateway: GatewayProcess) -> float:
 
 
 def _run_body() -> str:
-    return json.dumps({"value": {"n": 1}, "namespace": "guest", "action_name": "/guest/bench", "activation_id": "0" * 32,
-                       "transaction_id": "0" * 32, "deadline": str(int(time.time() * 1000) + 3_600_000)})
+    return json.dumps(run_payload({"n": 1}))
 
 
 @contextmanager
