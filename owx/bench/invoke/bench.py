@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         direct = wrk(run_url, connections=1, seconds=args.seconds, method="POST", body=_run_body())
         with forward_server(run_url) as forward_url:
             forwarded = wrk(forward_url, connections=4, seconds=args.seconds, method="POST", body=body)
+    if forwarded.non_2xx or forwarded.errors:
+        raise RuntimeError(f"the forward anchor failed: {forwarded.non_2xx} non-2xx answers, {forwarded.errors} errors")
     report.figure("direct /run, c1, p50", direct.p50_ms, "ms")
     report.figure("Flask forward to /run on granian, c4", round(forwarded.rate), "req/s")
     # what a gateway on Flask can serve at c4 with nothing but the one /run call per invocation
