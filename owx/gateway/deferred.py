@@ -22,6 +22,8 @@ from owx.gateway.inline import require_thread
 from owx.gateway.pipeline.invoke import Invocation
 
 ENVIRON_KEY = "owx.deferred"
+_NOW: Future[None] = Future()  # already resolved: an on_timeout that answers at once
+_NOW.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,3 @@ def accepted(invocation: Invocation) -> Deferred:
     return Deferred(invocation.accepted, lambda _: json_response({"activationId": activation_id}, 202), wait_s,
                     Deferred(_NOW, unconfirmed))
 
-
-_NOW: Future[None] = Future()  # an on_timeout that answers at once
-_NOW.set_result(None)
