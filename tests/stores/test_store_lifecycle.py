@@ -138,7 +138,9 @@ def test_couchdb_going_down_and_coming_back(tmp_path: Path) -> None:
 
 def test_a_database_that_stays_down_fails_puts_once_the_queue_is_full_and_close_says_what_is_lost() -> None:
     with pouchdb_server() as url:
-        options = WriterOptions(max_pending=3, submit_wait_s=0.2, close_wait_s=1)
+        # submit waits long enough that the writer has tried the dead database (a slow machine took
+        # over 0.2 s for its first attempt) so the error can name why
+        options = WriterOptions(max_pending=3, submit_wait_s=3.0, close_wait_s=1)
         activations = CouchActivationStore(url, "owx_", timeout_s=1, writer=options)
     for start in range(3):
         assert not activations.backlogged()
