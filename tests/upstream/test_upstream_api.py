@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from upstream_support import wait_for
 
 NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
 FLOW = Path(__file__).resolve().parents[1] / "gateway" / "npm_client_flow.js"
@@ -21,16 +21,6 @@ ECHO = "import os\ndef main(args):\n    print('ran in', os.environ.get('__OW_NAM
 def upstream_actions(upstream: GatewayProcess, namespace: str = "guest") -> list[dict]:
     answer = upstream.session().get(upstream.api(f"actions/owx-{namespace}/"))
     return answer.json() if answer.status_code == 200 else []
-
-
-def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_npm_client_full_flow_through_the_wrapper(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:

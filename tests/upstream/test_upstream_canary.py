@@ -13,6 +13,7 @@ from pathlib import Path
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.gateway_process import GatewayProcess
 from owx.canary.checkpoint import open_checkpoint_store
+from upstream_support import wait_for
 
 STATEFUL = '''
 import socket, time
@@ -84,6 +85,11 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
     assert annotation(record, "checkpointRestored") >= 5
     failure = annotation(record, "canary")["failures"][0]
     assert failure["reason"] == "exited"
-    # Canary kept the runtime warm upstream with keep-warm activations (OpenWhisk lets no client pick a container)
-    upstream_records = upstream.session().get(upstream.api("activations"), params={"docs": "true", "limit": 200}).json()
-    assert any(r["response"]["result"] == {"warm": True} for r in upstream_records)
+    # Canary kept the runtime warm upstream with keep-warm activations (OpenWhisk lets no client pick a container);
+    # they are fired without waiting, so their records may come after the action's own on a loaded machine
+
+    def warmed() -> bool:
+        records = upstream.session().get(upstream.api("activations"), params={"docs": "true", "limit": 200}).json()
+        return any(r["response"]["result"] == {"warm": True} for r in records)
+
+    wait_for(warmed, timeout=60, what="the record of a keep-warm activation upstream")
