@@ -10,12 +10,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
 from owx.platform.types import ContainerInfo
 from owx.gateway.server import GatewayServer
+from tests.fixtures.polling import wait_for
 from tests.gateway.conftest import RunningGateway, start_gateway
 
 # A stateful action in explicit mode: sums i*i over `steps` steps, a checkpoint after each.
@@ -95,16 +96,6 @@ def busy_containers(gw: CanaryGateway, action: str) -> list[ContainerInfo]:
             if c.in_flight > 0 and c.state in ("warm", "claimed") and f"/{action}@" in (c.action_key or "")]
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
 def kill_running(gw: CanaryGateway, action: str, activation_id: str, after_checkpoints: int = 3) -> float:
     """SIGKILL the container running ``activation_id`` once it has checkpointed; the kill time."""
     from owx.canary.checkpoint import open_checkpoint_store
@@ -115,8 +106,8 @@ def kill_running(gw: CanaryGateway, action: str, activation_id: str, after_check
             history = store.history(activation_id)
             return bool(history) and history[0].seq >= after_checkpoints
 
-        wait_until(checkpointed, what="checkpoints")
-    container = wait_until(lambda: busy_containers(gw, action), what="a busy container")[0]
+        wait_for(checkpointed, what="checkpoints")
+    container = wait_for(lambda: busy_containers(gw, action), what="a busy container")[0]
     killed_at = time.time()
     os.kill(container.pid, signal.SIGKILL)
     return killed_at

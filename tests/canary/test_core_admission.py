@@ -15,7 +15,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from canary_support import start_canary_gateway, wait_until
+from canary_support import start_canary_gateway
+from tests.fixtures.polling import wait_for
 
 BARRIER = '''
 import os, time
@@ -81,7 +82,7 @@ def test_job_larger_than_free_memory_waits_then_runs_whole(gw, http, barrier_dir
     long_one = gw.put_action(http, SLEEP, canary=True, memory=256)
     action = gw.put_action(http, BARRIER, canary=True, memory=256)
     running = http.post(gw.api(f"actions/{long_one}"), json={"s": 1.5}).json()["activationId"]
-    wait_until(lambda: http.get(gw.api(f"canary/function_info/{running}")).json().get("state") == "running",
+    wait_for(lambda: http.get(gw.api(f"canary/function_info/{running}")).json().get("state") == "running",
                what="the long function")
     job = _job(gw, http, action, barrier_dir, 2)
     time.sleep(0.5)

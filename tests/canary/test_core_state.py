@@ -7,7 +7,8 @@ import threading
 import uuid
 
 import pytest
-from canary_support import COUNTER, annotation, expected_total, start_canary_gateway, wait_until
+from canary_support import COUNTER, annotation, expected_total, start_canary_gateway
+from tests.fixtures.polling import wait_for
 
 from owx.canary.commits import Commit, ResultLedger
 from owx.canary.replication import decide, placement, required_replicas
@@ -110,7 +111,7 @@ def test_replicas_start_on_a_function_node_then_spread(gw, http):
         rows = http.get(gw.api("canary/replication_info"), params={"limit": 200}).json()
         return sorted((r for r in rows if r["runtime_key"].startswith(f"guest/{name}@")), key=lambda r: r["created"])
 
-    rows = wait_until(lambda: len(replicas()) >= 2 and replicas(), what="two replicas")
+    rows = wait_for(lambda: len(replicas()) >= 2 and replicas(), what="two replicas")
     workers = {http.get(gw.api(f"canary/function_info/{aid}")).json()["worker"] for aid in job["activationIds"]}
     assert len(workers) == 2  # the job's functions are spread over two nodes
     assert {rows[0]["worker"], rows[1]["worker"]} & workers and rows[0]["worker"] != rows[1]["worker"]
@@ -138,7 +139,7 @@ def test_request_replication_commits_one_result_and_discards_the_other(gw, http)
     before = http.get(gw.api("canary")).json()["stats"]["duplicates_discarded"]
     record = http.post(gw.api(f"actions/{name}"), params={"blocking": "true"}, json={"steps": 10, "delay": 0.02}).json()
     assert record["response"]["result"]["total"] == expected_total(10)
-    wait_until(lambda: http.get(gw.api("canary")).json()["stats"]["duplicates_discarded"] == before + 1,
+    wait_for(lambda: http.get(gw.api("canary")).json()["stats"]["duplicates_discarded"] == before + 1,
                what="the second copy's result to be discarded")
     records = http.get(gw.api("activations"), params={"name": name, "limit": 200}).json()
     assert [r["activationId"] for r in records] == [record["activationId"]]

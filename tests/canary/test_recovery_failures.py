@@ -18,8 +18,9 @@ from canary_support import (
     expected_total,
     kill_running,
     start_canary_gateway,
-    wait_until,
 )
+
+from tests.fixtures.polling import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +96,10 @@ def test_oom_killed_container_is_recovered(gw, http):
 def test_lost_node_is_recovered_on_the_other_node(gw, http):
     name = gw.put_action(http, canary={"checkpoint": "explicit", "replication": "aggressive"})
     aid = http.post(gw.api(f"actions/{name}"), json={"steps": 40, "delay": 0.05}).json()["activationId"]
-    wait_until(lambda: len([r for r in http.get(gw.api("canary/replication_info"), params={"limit": 200}).json()
+    wait_for(lambda: len([r for r in http.get(gw.api("canary/replication_info"), params={"limit": 200}).json()
                             if r["runtime_key"].startswith(f"guest/{name}@") and r["state"] == "warm"]) >= 2,
                what="two replicas")
-    container = wait_until(lambda: busy_containers(gw, name), what="the running function")[0]
+    container = wait_for(lambda: busy_containers(gw, name), what="the running function")[0]
     lost = gw.platform.node(container.node)
     try:
         time.sleep(0.3)
@@ -122,7 +123,7 @@ def test_lost_node_is_recovered_on_the_other_node(gw, http):
 def test_retry_baseline_starts_over(gw, http):
     name = gw.put_action(http, canary={"checkpoint": "explicit", "fault_tolerance": "retry"})
     aid = http.post(gw.api(f"actions/{name}"), json={"steps": 20, "delay": 0.05}).json()["activationId"]
-    container = wait_until(lambda: busy_containers(gw, name), what="the running function")[0]
+    container = wait_for(lambda: busy_containers(gw, name), what="the running function")[0]
     time.sleep(0.4)
     os.kill(container.pid, signal.SIGKILL)
     record = gw.wait_record(http, aid)
@@ -134,8 +135,8 @@ def test_retry_baseline_starts_over(gw, http):
 def test_active_standby_takes_over_from_scratch(gw, http):
     name = gw.put_action(http, canary={"fault_tolerance": "active-standby"})
     aid = http.post(gw.api(f"actions/{name}"), json={"steps": 60, "delay": 0.05}).json()["activationId"]
-    container = wait_until(lambda: busy_containers(gw, name), what="the running function")[0]
-    wait_until(lambda: any(c.state == "replica" and f"/{name}@" in (c.action_key or "")
+    container = wait_for(lambda: busy_containers(gw, name), what="the running function")[0]
+    wait_for(lambda: any(c.state == "replica" and f"/{name}@" in (c.action_key or "")
                            for c in gw.platform.containers()), what="a standby")
     os.kill(container.pid, signal.SIGKILL)
     record = gw.wait_record(http, aid)
@@ -148,7 +149,7 @@ def test_active_standby_takes_over_from_scratch(gw, http):
 def test_plain_actions_keep_at_most_once(gw, http):
     name = gw.put_action(http)  # no canary annotation
     aid = http.post(gw.api(f"actions/{name}"), json={"steps": 20, "delay": 0.05}).json()["activationId"]
-    container = wait_until(lambda: busy_containers(gw, name), what="the running action")[0]
+    container = wait_for(lambda: busy_containers(gw, name), what="the running action")[0]
     time.sleep(0.2)
     os.kill(container.pid, signal.SIGKILL)
     record = gw.wait_record(http, aid)

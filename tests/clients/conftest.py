@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import requests
@@ -17,14 +16,3 @@ def activations_of(http: requests.Session, gateway: RunningGateway, name: str) -
     answer = http.get(gateway.api("activations"), params={"name": name, "docs": "true", "limit": 200})
     assert answer.status_code == 200, answer.text
     return answer.json()
-
-
-def wait_for(condition, timeout: float = 30.0, interval: float = 0.1):
-    """``condition()``'s first truthy value within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError("condition not met")

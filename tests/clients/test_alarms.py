@@ -10,7 +10,8 @@ import pytest
 import requests
 
 from owx.bench.gateway_process import start_gateway_process
-from tests.clients.conftest import ECHO, activations_of, wait_for
+from tests.clients.conftest import ECHO, activations_of
+from tests.fixtures.polling import wait_for
 
 FEED = "api/v1/namespaces/whisk.system/actions/alarms"
 

@@ -12,7 +12,8 @@ import uuid
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.clients.conftest import ECHO, wait_for
+from tests.clients.conftest import ECHO
+from tests.fixtures.polling import wait_for
 
 
 def _scrape(url: str) -> dict[str, list]:

@@ -7,7 +7,8 @@ import uuid
 
 import requests
 
-from tests.clients.conftest import ECHO, activations_of, wait_for
+from tests.clients.conftest import ECHO, activations_of
+from tests.fixtures.polling import wait_for
 
 
 def _unique(prefix: str) -> str:

@@ -13,7 +13,7 @@ import requests
 from owx.common import cgroups
 from owx.common.cgroups import Cgroup
 
-from escra_support import wait_for
+from tests.fixtures.polling import wait_for
 
 PREFIX = "owx-test-escra"
 

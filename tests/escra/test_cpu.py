@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from escra_support import wait_for
+from tests.fixtures.polling import wait_for
 from owx.bench.escra.procs import BUSY, IDLE, python
 
 from owx.escra_agent.cpu_policy import CpuWindow, next_quota

@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from escra_support import wait_for
+from tests.fixtures.polling import wait_for
 
 from owx.escra_agent.agent import NodeAgent
 from owx.escra_agent.allocator import ResourceAllocator

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from escra_support import wait_for
+from tests.fixtures.polling import wait_for
 from owx.bench.escra.procs import IDLE, python
 
 from owx.escra_agent.ledger import PoolLedger

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from escra_support import wait_for
+from tests.fixtures.polling import wait_for
 from owx.bench.escra.procs import ALLOC, IDLE, python
 from owx.bench.escra.rescue import episodes, grow
 

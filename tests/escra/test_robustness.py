@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from escra_support import wait_for
+from tests.fixtures.polling import wait_for
 from owx.bench.escra.procs import BUSY, IDLE, python
 
 from owx.common.cgroups import Cgroup

@@ -8,7 +8,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,11 +94,3 @@ def host_pids_with(marker: str) -> list[int]:
             except OSError:
                 pass
     return found
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)

@@ -18,7 +18,8 @@ import threading
 import zipfile
 from pathlib import Path
 
-from isolation_support import PIDS_MAX, SMALL_TMP_MB, host_pids_with, wait_until
+from isolation_support import PIDS_MAX, SMALL_TMP_MB, host_pids_with
+from tests.fixtures.polling import wait_for
 
 import owx
 from owx.common.cgroups import Cgroup
@@ -62,7 +63,7 @@ def start_victim(instance, seconds: int) -> tuple[threading.Thread, list[dict], 
     records: list[dict] = []
     running = threading.Thread(target=lambda: records.append(instance.victim.invoke(name, marker=marker)))
     running.start()
-    wait_until(lambda: host_pids_with(marker), timeout=60, what="the victim's activation")
+    wait_for(lambda: host_pids_with(marker), timeout=60, what="the victim's activation")
     (sleep,) = host_pids_with(marker)
     runtime = int(Path(f"/proc/{sleep}/stat").read_text().rsplit(")", 1)[1].split()[1])
     return running, records, runtime
@@ -193,7 +194,7 @@ def main(args):
     (daemon,) = host_pids_with(marker)
     assert instance.cgroup_root in Path(f"/proc/{daemon}/cgroup").read_text()  # inside the container's cgroup
     instance.attacker.put(code, name=name)  # a new revision: the idle container of the old one is removed
-    wait_until(lambda: not host_pids_with(marker), what="the daemon to die with its container")
+    wait_for(lambda: not host_pids_with(marker), what="the daemon to die with its container")
 
 
 def test_a_tenant_cannot_rewrite_another_tenants_unpacked_zip_action(instance):

@@ -8,7 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-from isolation_support import host_pids_with, start_instance, wait_until
+from isolation_support import host_pids_with, start_instance
+from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.platform.settings import PlatformSettings, for_instance
@@ -35,7 +36,7 @@ def sleep_in(tenant, seconds: int) -> tuple[str, list[dict]]:
             records.append({"error": str(exc)})
 
     threading.Thread(target=invoke, daemon=True).start()
-    wait_until(lambda: host_pids_with(marker), timeout=60, what=f"activation {marker}")
+    wait_for(lambda: host_pids_with(marker), timeout=60, what=f"activation {marker}")
     return marker, records
 
 
@@ -48,8 +49,8 @@ def test_what_a_killed_gateway_left_is_reaped_by_the_next_start(tmp_path):
         assert len(left) >= 3 and processes  # two busy containers and a stem cell
         instance.gateway.kill()
         # Each container's pid 1 loses the platform's socket and kills its namespace at once ...
-        wait_until(lambda: not any(host_pids_with(marker) for marker in markers), what="the orphans to die")
-        wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in processes), what="every process")
+        wait_for(lambda: not any(host_pids_with(marker) for marker in markers), what="the orphans to die")
+        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in processes), what="every process")
         assert all(group.exists() for group in left)  # ... but nobody removes their groups: the next start does
         restarted = instance.gateway.restart()
         instance.gateway = restarted
@@ -71,14 +72,14 @@ def test_two_instances_never_touch_each_others_containers(tmp_path):
             assert host_pids_with(marker)  # ... its own predecessors only: the other's activation runs on
             sleep_in(escra.victim, 40)
             busy = next(group for group in containers(roots[1]) if len(group.pids()) > 1)  # runtime + sleep
-            wait_until(lambda: busy.memory().limit < 256 * MB, timeout=40, what="Escra to reclaim its own slack")
+            wait_for(lambda: busy.memory().limit < 256 * MB, timeout=40, what="Escra to reclaim its own slack")
             others = [group for group in containers(roots[0]) if len(group.pids()) > 1]
             assert others and all(group.memory().limit == 256 * MB for group in others)
             time.sleep(6)  # one more reclaim period of the Escra instance
             assert all(group.memory().limit == 256 * MB for group in others)
         finally:
             escra.gateway.stop()
-        wait_until(lambda: bool(records), timeout=60, what="the quiet instance's activation")
+        wait_for(lambda: bool(records), timeout=60, what="the quiet instance's activation")
         assert records[0].get("response", {}).get("success"), records
     finally:
         quiet.gateway.stop()

@@ -43,14 +43,6 @@ class OnDeath:
         self.callback(death)
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

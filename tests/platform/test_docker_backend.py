@@ -7,7 +7,8 @@ import signal
 import threading
 
 import pytest
-from platform_helpers import ECHO, OnDeath, request, spec, wait_for
+from platform_helpers import ECHO, OnDeath, request, spec
+from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.common.dockerd import ensure_dockerd

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from platform_helpers import ECHO, pid_alive, request, spec, wait_for
+from platform_helpers import ECHO, pid_alive, request, spec
+from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.platform.embedded.logs import SENTINEL

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from platform_helpers import ECHO, SLEEP, request, spec, wait_for
+from platform_helpers import ECHO, SLEEP, request, spec
+from tests.fixtures.polling import wait_for
 
 from owx.platform.embedded.container_limits import MB
 from owx.platform.ledger import MemoryLedger, container_holder

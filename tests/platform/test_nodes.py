@@ -8,7 +8,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from platform_helpers import ECHO, SLEEP, OnDeath, pid_alive, request, spec, wait_for
+from platform_helpers import ECHO, SLEEP, OnDeath, pid_alive, request, spec
+from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.platform.embedded.container_limits import MB

@@ -7,7 +7,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from platform_helpers import ECHO, SLEEP, pid_alive, request, spec, wait_for
+from platform_helpers import ECHO, SLEEP, pid_alive, request, spec
+from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.platform.embedded.container_limits import MB, cpu_shares

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import threading
 
-from platform_helpers import ECHO, SLEEP, pid_alive, request, spec, wait_for
+from platform_helpers import ECHO, SLEEP, pid_alive, request, spec
+from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.platform.types import SUCCESS

@@ -11,7 +11,7 @@ from pathlib import Path
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from upstream_support import wait_for
+from tests.fixtures.polling import wait_for
 
 NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
 FLOW = Path(__file__).resolve().parents[1] / "gateway" / "npm_client_flow.js"

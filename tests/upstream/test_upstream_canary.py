@@ -13,7 +13,7 @@ from pathlib import Path
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.gateway_process import GatewayProcess
 from owx.canary.checkpoint import open_checkpoint_store
-from upstream_support import wait_for
+from tests.fixtures.polling import wait_for
 
 STATEFUL = '''
 import socket, time
