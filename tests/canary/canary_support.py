@@ -96,17 +96,22 @@ def busy_containers(gw: CanaryGateway, action: str) -> list[ContainerInfo]:
             if c.in_flight > 0 and c.state in ("warm", "claimed") and f"/{action}@" in (c.action_key or "")]
 
 
-def kill_running(gw: CanaryGateway, action: str, activation_id: str, after_checkpoints: int = 3) -> float:
-    """SIGKILL the container running ``activation_id`` once it has checkpointed; the kill time."""
+def wait_checkpoints(gw: CanaryGateway, activation_id: str, count: int) -> None:
+    """Wait until ``activation_id`` has saved checkpoint number ``count``."""
     from owx.canary.checkpoint import open_checkpoint_store
 
     with open_checkpoint_store(gw.core.store.url_for(gw.namespace)) as store:  # one handle, polled gently: the gateway shares our GIL
         def checkpointed() -> bool:
             time.sleep(0.02)
             history = store.history(activation_id)
-            return bool(history) and history[0].seq >= after_checkpoints
+            return bool(history) and history[0].seq >= count
 
-        wait_for(checkpointed, what="checkpoints")
+        wait_for(checkpointed, what=f"{count} checkpoints")
+
+
+def kill_running(gw: CanaryGateway, action: str, activation_id: str, after_checkpoints: int = 3) -> float:
+    """SIGKILL the container running ``activation_id`` once it has checkpointed; the kill time."""
+    wait_checkpoints(gw, activation_id, after_checkpoints)
     container = wait_for(lambda: busy_containers(gw, action), what="a busy container")[0]
     killed_at = time.time()
     os.kill(container.pid, signal.SIGKILL)

@@ -20,6 +20,7 @@ from owx.canary.checkpoint import (
     InvalidCheckpoint,
     open_checkpoint_store,
 )
+from tests.fixtures.polling import wait_for
 
 
 @pytest.fixture
@@ -98,7 +99,8 @@ def test_implicit_mode_with_a_snapshot_function(env):
     with Checkpointer.from_env(env) as ckpt:
         counter = [0]
         ckpt.start_auto(0.02, snapshot=lambda: {"count": counter[0]}, state="tick")
-        for _ in range(30):
+        deadline = time.monotonic() + 10  # two checkpoints take ~0.04 s; a loaded machine may take longer
+        while time.monotonic() < deadline and (ckpt.last_saved is None or ckpt.last_saved.seq < 2):
             counter[0] += 1
             time.sleep(0.005)
     with Checkpointer.from_env(env) as again:
@@ -114,7 +116,8 @@ def test_implicit_mode_reports_mistakes(env):
         box = {"value": 1}
         ckpt.start_auto(0.02, snapshot=lambda: dict(box))
         box["value"] = threading.Lock()  # becomes unserializable while running
-        time.sleep(0.2)
+        wait_for(lambda: any(w.startswith("automatic checkpoints stopped") for w in ckpt.warnings), timeout=10,
+                 what="the background checkpoints to stop on the unserializable value")
         with pytest.raises(InvalidCheckpoint, match="'value' of type lock"):
             ckpt.stop_auto()
         assert any(w.startswith("automatic checkpoints stopped") for w in ckpt.warnings)

@@ -69,7 +69,7 @@ def test_quota_rises_when_throttled_and_falls_when_idle(local_escra, container):
 
     os.kill(proc.pid, signal.SIGSTOP)  # demand drops to zero
     try:
-        low = wait_for(lambda: group.cpu_quota()[0] <= 10_000 and group.cpu_quota()[0], timeout=5)
+        low = wait_for(lambda: group.cpu_quota()[0] <= 10_000 and group.cpu_quota()[0], timeout=15)
         assert low >= PARAMS.min_quota_us
         assert allocator.view().apps["app"]["cpu_unallocated_us"] >= 190_000
     finally:

@@ -191,7 +191,7 @@ def main(args):
 '''
     name = instance.attacker.put(code)
     assert instance.attacker.invoke(name, marker=marker)["response"]["success"]
-    (daemon,) = host_pids_with(marker)
+    (daemon,) = wait_for(lambda: host_pids_with(marker), timeout=10, what="the daemon the action started")
     assert instance.cgroup_root in Path(f"/proc/{daemon}/cgroup").read_text()  # inside the container's cgroup
     instance.attacker.put(code, name=name)  # a new revision: the idle container of the old one is removed
     wait_for(lambda: not host_pids_with(marker), what="the daemon to die with its container")

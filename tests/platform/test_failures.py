@@ -24,7 +24,7 @@ def test_timeout_kills_the_container(make_platform):
     action = spec("import time\ndef main(args):\n    print('starting')\n    time.sleep(30)\n", timeout_ms=400)
     started = time.monotonic()
     outcome = platform.run(action, request())
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # cut at its 400 ms timeout, not after its 30 s sleep
     assert outcome.status == DEVELOPER_ERROR
     assert outcome.result == {"error": TIMEOUT_MESSAGE.format(ms=400)}
     assert outcome.failure == "timeout"

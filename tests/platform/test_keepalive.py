@@ -4,7 +4,7 @@ real TCP server: closed idle connections are never used, answers are read howeve
 from __future__ import annotations
 
 import socket
-import time
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -38,15 +38,19 @@ POST = request_bytes("/api/v1/namespaces/_/actions/a", b'{"n": 1}', "", "POST", 
 def test_a_connection_the_server_closed_while_idle_is_not_reused_for_a_post():
     """An upstream (nginx's keepalive_timeout, a restart) closes idle connections: the next
     invocation must go over a new one, not fail as a broken exchange (no retry for a POST)."""
+    closed = threading.Semaphore(0)
+
     def answer_then_close(conn: socket.socket) -> bool:
         conn.sendall(response_bytes(200, b'{"ok": true}', keep_alive=True))
-        return False  # the server drops the connection once idle
+        conn.shutdown(socket.SHUT_WR)  # the server drops the connection once idle
+        closed.release()
+        return False
 
     with server(answer_then_close) as (pool, accepted):
         for _ in range(3):
             answer = pool.request(POST, timeout=5, retry_on_new=False)
             assert (answer.status, answer.body) == (200, b'{"ok": true}')
-            time.sleep(0.05)  # the close reaches the client while the connection is idle
+            assert closed.acquire(timeout=5)  # the close reaches the client while the connection is idle
         assert accepted[0] == 3
 
 
