@@ -21,7 +21,7 @@ def test_npm_client_triggers_rules_and_alarm_feed(gateway):
     seen = json.loads(done.stdout)
     assert seen["feed"]["response"]["result"] == {"status": "success"}
     assert seen["rule"]["status"] == "active" and seen["rule"]["action"]["name"] == f"npm-act-{suffix}"
-    assert seen["ticks"] >= 3, f"an alarm every second fired its rule's action {seen['ticks']} times in 5 s"
+    assert seen["ticks"] >= 3, f"an alarm every second fired its rule's action {seen['ticks']} times in 20 s"
     assert seen["feedRead"]["response"]["result"]["config"]["cron"] == "* * * * * *"
     assert seen["disabled"] == "inactive"
     assert seen["feedDeleted"]["response"]["result"] == {"status": "success"}
