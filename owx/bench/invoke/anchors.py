@@ -68,22 +68,24 @@ def hello_server(kind: str) -> Iterator[str]:
                    "--workers", "1", "--no-ws", f"{__name__}:app"]
     else:
         command = [sys.executable, "-m", __name__, kind, str(port)]
-    with _process(command, f"http://127.0.0.1:{port}/hello") as url:
+    with _process(command, f"http://127.0.0.1:{port}/hello") as (url, _):
         yield url
 
 
 @contextmanager
-def forward_server(run_url: str) -> Iterator[str]:
-    """The Flask forward on granian, passing invocations to the runtime at ``run_url``; yields its URL."""
+def forward_server(run_url: str) -> Iterator[tuple[str, int]]:
+    """The Flask forward on granian, passing invocations to the runtime at ``run_url``; yields its URL
+    and the pid of granian's main process (its worker is a child)."""
     port = free_port()
     command = [sys.executable, "-m", "granian", "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port),
                "--workers", "1", "--no-ws", f"{__name__}:forwarder"]
-    with _process(command, f"http://127.0.0.1:{port}/forward", {**os.environ, RUN_URL_ENV: run_url}) as url:
-        yield url
+    with _process(command, f"http://127.0.0.1:{port}/forward", {**os.environ, RUN_URL_ENV: run_url}) as process:
+        yield process
 
 
 @contextmanager
-def _process(command: list[str], url: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def _process(command: list[str], url: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """``command`` started and answering a POST at ``url``; yields (url, pid); terminated after."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + 30
@@ -96,7 +98,7 @@ def _process(command: list[str], url: str, env: dict[str, str] | None = None) ->
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError(f"{command} did not start")
             time.sleep(0.05)
-        yield url
+        yield url, process.pid
     finally:
         process.terminate()
         process.wait(10)

@@ -9,7 +9,9 @@ figure comes from wrk (another process, the client's clock):
   the direct ``/run`` (a gateway on Flask serves one such request and makes one such call per
   invocation, so its c1 ratio cannot go much below this; printed beside the goal, not a goal);
   and the c4 ceiling: a Flask app on granian that only forwards each invocation to that runtime's
-  ``/run``, over the hello (what the c4 goal's 0.35 leaves room for; a figure, not a goal);
+  ``/run``, over the hello (what the c4 goal's 0.35 leaves room for; a figure, not a goal), with
+  its CPU per 1,000 forwards beside the CPU per 1,000 invocations at which the c4 goal's rate would
+  take every core of the machine (owx's own figure must be below that, however it is served);
 - ``owx up`` (embedded platform, extensions on): warm blocking invokes at 1, 4 and 64 connections
   (every one must answer 2xx and be recorded: counted through the API), non-blocking invokes
   (202), activation GETs, the gateway's RSS and CPU seconds per 1,000 invocations;
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -76,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             report.figure(f"Flask hello on {kind}, c1, p50", hello[kind, 1].p50_ms, "ms")
     with _direct_runtime() as run_url:
         direct = wrk(run_url, connections=1, seconds=args.seconds, method="POST", body=_run_body())
-        with forward_server(run_url) as forward_url:
+        with forward_server(run_url) as (forward_url, forward_pid):
+            cpu_before = _cpu_seconds(forward_pid, children=True)
             forwarded = wrk(forward_url, connections=4, seconds=args.seconds, method="POST", body=body)
+            forward_cpu_per_1000 = (_cpu_seconds(forward_pid, children=True) - cpu_before) / forwarded.requests * 1000
     if forwarded.non_2xx or forwarded.errors:
         raise RuntimeError(f"the forward anchor failed: {forwarded.non_2xx} non-2xx answers, {forwarded.errors} errors")
     report.figure("direct /run, c1, p50", direct.p50_ms, "ms")
@@ -85,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     # what a gateway on Flask can serve at c4 with nothing but the one /run call per invocation
     report.figure("c4 ceiling: Flask forward on granian c4 / Flask hello on granian c4",
                   round(forwarded.rate / hello["granian", 4].rate, 3), "x")
+    report.figure("Flask forward on granian: CPU per 1,000 forwards", round(forward_cpu_per_1000, 3), "s")
+    # the c4 goal's rate times a gateway's CPU per invocation cannot exceed the machine's cores,
+    # however many processes the gateway used (wrk and the runtime take their share too)
+    report.figure("CPU per 1,000 invocations at which the c4 goal's rate takes every core",
+                  round(os.cpu_count() / (0.35 * hello["granian", 4].rate) * 1000, 3), "s")
     # what a gateway on Flask pays at c1 before any work of its own: one Flask request (on the
     # fastest anchor) and one /run
     report.figure("c1 floor: (Flask hello on granian p50 + direct /run p50) / direct /run p50",
@@ -99,13 +109,13 @@ def main(argv: list[str] | None = None) -> int:
             blocking = f"{invoke}?blocking=true&result=true"
             wrk(blocking, connections=4, seconds=2, method="POST", body=body, auth=gateway.auth)  # warm up
             invoked = settled_count(gateway)
-            cpu_before = _cpu_seconds(gateway)
+            cpu_before = _cpu_seconds(gateway.process.pid)
             series: dict[int, WrkResult] = {}
             for connections in (1, 4, 64):
                 series[connections] = wrk(blocking, connections=connections, seconds=args.seconds, method="POST",
                                           body=body, auth=gateway.auth)
             sent = sum(r.requests for r in series.values())
-            cpu_per_1000 = (_cpu_seconds(gateway) - cpu_before) / sent * 1000
+            cpu_per_1000 = (_cpu_seconds(gateway.process.pid) - cpu_before) / sent * 1000
             recorded = settled_count(gateway)
             nonblocking = wrk(invoke, connections=4, seconds=args.seconds, method="POST", body=body, auth=gateway.auth)
             last = gateway.session().get(gateway.api("activations"), params={"limit": 1}).json()[0]["activationId"]
@@ -153,9 +163,24 @@ def _deploy(gateway: GatewayProcess) -> str:
     return gateway.api("actions/bench")
 
 
-def _cpu_seconds(gateway: GatewayProcess) -> float:
-    fields = Path(f"/proc/{gateway.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
+def _cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far, with its living descendants' if ``children``."""
+    stats = {d.name: _stat(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()} if children else {}
+    tree, total = [str(pid)], 0.0
+    while tree:
+        fields = stats.get(tree[-1]) or _stat(tree[-1])
+        total += (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
+        parent = tree.pop()
+        tree.extend(child for child, f in stats.items() if f and f[1] == parent)
+    return total
+
+
+def _stat(pid: str) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command name (state first, then ppid); [] if it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return []
 
 
 def _rss_mb(gateway: GatewayProcess) -> float:
