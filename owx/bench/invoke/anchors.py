@@ -79,8 +79,8 @@ def forward_server(run_url: str) -> Iterator[tuple[str, int]]:
     port = free_port()
     command = [sys.executable, "-m", "granian", "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port),
                "--workers", "1", "--no-ws", f"{__name__}:forwarder"]
-    with _process(command, f"http://127.0.0.1:{port}/forward", {**os.environ, RUN_URL_ENV: run_url}) as process:
-        yield process
+    with _process(command, f"http://127.0.0.1:{port}/forward", {**os.environ, RUN_URL_ENV: run_url}) as served:
+        yield served
 
 
 @contextmanager
