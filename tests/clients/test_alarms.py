@@ -42,9 +42,8 @@ def test_alarm_every_second_fires_the_rule_again_and_again(http, gateway):
                     trigger_payload={"tick": True})
     assert created.status_code == 200, created.text
     assert created.json()["response"]["result"] == {"status": "success"}
-    # fires start their activations without waiting (the first one cold): poll for their records
-
     def three_ran() -> list[dict] | None:
+        # fires start their activations without waiting (the first one cold): poll for their records
         done = [r for r in activations_of(http, gateway, action) if r["response"]["success"]]
         return done if len(done) >= 3 else None
 

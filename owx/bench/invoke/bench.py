@@ -165,12 +165,13 @@ def _deploy(gateway: GatewayProcess) -> str:
 
 def _cpu_seconds(pid: int, children: bool = False) -> float:
     """CPU seconds (user + system) of process ``pid`` so far, with its living descendants' if ``children``."""
-    stats = {d.name: _stat(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()} if children else {}
+    processes = [d.name for d in Path("/proc").iterdir() if d.name.isdigit()] if children else [str(pid)]
+    stats = {name: _stat(name) for name in processes}
     tree, total = [str(pid)], 0.0
     while tree:
-        fields = stats.get(tree[-1]) or _stat(tree[-1])
-        total += (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
         parent = tree.pop()
+        fields = stats[parent]
+        total += (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
         tree.extend(child for child, f in stats.items() if f and f[1] == parent)
     return total
 
