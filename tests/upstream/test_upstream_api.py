@@ -6,11 +6,14 @@ import json
 import os
 import subprocess
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.platform.openwhisk.client import UpstreamClient
+from owx.platform.settings import UpstreamSettings
 from tests.fixtures.polling import wait_for
 
 NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
@@ -125,3 +128,18 @@ def test_an_https_upstream_with_its_own_certificate_needs_upstream_insecure(work
                 assert "CERTIFICATE_VERIFY_FAILED" in answer.json()["response"]["result"]["error"]
         finally:
             front.stop()
+
+
+def test_concurrent_first_deploys_of_a_tenant_share_its_package(upstream: GatewayProcess) -> None:
+    """A tenant's first activations deploy at once (an invoke beside a keep-warm): every create of its
+    package must succeed, whichever of them the upstream took first (the others it answers 409)."""
+    client = UpstreamClient(UpstreamSettings(url=upstream.url, auth=upstream.auth))
+    try:
+        for _ in range(5):
+            package = f"owx-race-{uuid.uuid4().hex[:8]}"
+            with ThreadPoolExecutor(8) as pool:
+                for created in [pool.submit(client.put_package, package) for _ in range(8)]:
+                    created.result()
+            assert client.list_actions(package) == []  # it exists (a missing package answers 404)
+    finally:
+        client.close()

@@ -77,14 +77,18 @@ class UpstreamClient:
 
     # -- entities --------------------------------------------------------------------------
     def put_package(self, package: str) -> None:
-        self._expect(self.call("PUT", f"/packages/{quote(package)}", {"overwrite": "true"},
-                               {"publish": False, "annotations": [{"key": "owx", "value": True}]}), "create package")
+        self._put(f"/packages/{quote(package)}", {"publish": False, "annotations": [{"key": "owx", "value": True}]},
+                  "create package")
 
     def put_action(self, path: str, body: dict[str, Any]) -> None:
-        answer = self.call("PUT", f"/actions/{quote(path)}", {"overwrite": "true"}, body)
-        if answer.status == 409:  # a concurrent deploy of this name won; the name carries the revision's hash
-            return
-        self._expect(answer, "deploy action")
+        self._put(f"/actions/{quote(path)}", body, "deploy action")
+
+    def _put(self, path: str, body: dict[str, Any], what: str) -> None:
+        """Create or overwrite one of owx's own entities. A 409 means a concurrent put of the same name
+        won (a tenant's first deploys at once; an action's name carries its revision's hash): done."""
+        answer = self.call("PUT", path, {"overwrite": "true"}, body)
+        if answer.status != 409:
+            self._expect(answer, what)
 
     def delete_action(self, path: str) -> None:
         answer = self.call("DELETE", f"/actions/{quote(path)}")
