@@ -4,6 +4,8 @@ There is no systemd on these machines: when ``docker info`` fails we start
 ``dockerd --storage-driver=overlay2`` ourselves, detached (own session, stdin
 closed, log in a file), and poll until it answers. A lock file makes concurrent
 callers (tests of several packages, the docker backend) start at most one engine.
+A pid file a dead engine left is removed first: dockerd refuses to start while the
+pid in it is alive, even when another process has taken that pid since.
 Never start a second engine with ``--bridge=none``: it deletes the host's docker0.
 The engine is left running on purpose: it is the machine's, shared by everyone.
 """
@@ -47,8 +49,10 @@ def ensure_dockerd(timeout: float = 60.0) -> docker.DockerClient:
         client = _connect()
         if client is not None:
             return client
-        process = None if _engine_pid() else _start_dockerd()
-        return _wait_ready(process, timeout)
+        if engine_pid() is not None:
+            return _wait_ready(None, timeout)
+        PIDFILE.unlink(missing_ok=True)  # a dead engine's: dockerd refuses to start while its pid is alive
+        return _wait_ready(_start_dockerd(), timeout)
 
 
 def dockerd_log_path() -> Path:
@@ -68,14 +72,17 @@ def _connect() -> docker.DockerClient | None:
     return client
 
 
-def _engine_pid() -> int | None:
-    """The pid of a dockerd that is alive but maybe not ready yet (started by someone else)."""
+def engine_pid(pidfile: Path = PIDFILE) -> int | None:
+    """The pid of a dockerd that is alive but maybe not ready yet (started by someone else). A pid
+    file a dead engine left names no engine: not when its pid now belongs to another process, and not
+    while the engine is a zombie its parent has not reaped (the process that started it)."""
     try:
-        pid = int(PIDFILE.read_text().strip())
-        os.kill(pid, 0)
+        pid = int(pidfile.read_text().strip())
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
-    return pid
+    command, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:][:1]
+    return pid if command == "dockerd" and state not in ("Z", "X") else None
 
 
 def _start_dockerd() -> subprocess.Popen[bytes]:
