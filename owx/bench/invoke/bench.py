@@ -14,7 +14,9 @@ figure comes from wrk (another process, the client's clock):
   take every core of the machine (owx's own figure must be below that, however it is served);
 - ``owx up`` (embedded platform, extensions on): warm blocking invokes at 1, 4 and 64 connections
   (every one must answer 2xx and be recorded: counted through the API), non-blocking invokes
-  (202), activation GETs, the gateway's RSS and CPU seconds per 1,000 invocations;
+  (202), activation GETs, the gateway's RSS and CPU seconds per 1,000 invocations, and during the
+  c4 series the cores its event-loop thread and its other threads used beside the machine's idle
+  ones (its threads share one interpreter lock);
 - a flood (:mod:`owx.bench.invoke.flood`): ``--flood`` non-blocking invokes as fast as wrk -c16
   sends them, namespace limits out of the way, while another client times GETs.
 
@@ -111,9 +113,12 @@ def main(argv: list[str] | None = None) -> int:
             invoked = settled_count(gateway)
             cpu_before = _cpu_seconds(gateway.process.pid)
             series: dict[int, WrkResult] = {}
+            cores: dict[int, tuple[float, ...]] = {}
             for connections in (1, 4, 64):
+                before = _core_ticks(gateway.process.pid)
                 series[connections] = wrk(blocking, connections=connections, seconds=args.seconds, method="POST",
                                           body=body, auth=gateway.auth)
+                cores[connections] = _cores_since(before, _core_ticks(gateway.process.pid))
             sent = sum(r.requests for r in series.values())
             cpu_per_1000 = (_cpu_seconds(gateway.process.pid) - cpu_before) / sent * 1000
             recorded = settled_count(gateway)
@@ -139,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     report.figure("owx non-blocking invokes (202), c4", round(nonblocking.rate), "req/s")
     report.figure("owx activation GETs, c4", round(gets.rate), "req/s")
     report.figure("gateway CPU per 1,000 invocations", round(cpu_per_1000, 3), "s")
+    # the gateway's threads share one interpreter lock: a gateway near one core beside idle cores
+    # is bounded by that lock, not by the machine
+    for name, cores in zip(("gateway's event-loop thread", "gateway's other threads", "machine idle"), cores[4]):
+        report.figure(f"during the c4 series: {name}", round(cores, 2), "cores")
     report.figure("gateway RSS after the series", round(rss_mb, 1), "MB")
     for name, value, unit in flooded.figures():
         report.figure(name, value, unit)
@@ -171,9 +180,28 @@ def _cpu_seconds(pid: int, children: bool = False) -> float:
     while tree:
         parent = tree.pop()
         fields = stats[parent]
-        total += (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
+        total += _cpu_ticks(fields) / 100  # clock ticks of 1/100 s
         tree.extend(child for child, f in stats.items() if f and f[1] == parent)
     return total
+
+
+def _core_ticks(pid: int) -> tuple[float, int, int, int]:
+    """(now, CPU ticks of the main thread of ``pid``, of all its threads, the machine's idle ticks)."""
+    main, whole = _stat(f"{pid}/task/{pid}"), _stat(str(pid))
+    idle = int(Path("/proc/stat").read_text().split(maxsplit=5)[4])  # "cpu user nice system idle ..."
+    return time.monotonic(), _cpu_ticks(main), _cpu_ticks(whole), idle
+
+
+def _cores_since(before: tuple[float, int, int, int], after: tuple[float, int, int, int]) -> tuple[float, ...]:
+    """Cores used in between by the main thread, by the other threads, and left idle on the machine."""
+    seconds = after[0] - before[0]
+    main, whole, idle = ((a - b) / 100 / seconds for a, b in zip(after[1:], before[1:]))  # ticks of 1/100 s
+    return main, whole - main, idle
+
+
+def _cpu_ticks(stat: list[str]) -> int:
+    """utime + stime of `_stat`'s fields, in clock ticks."""
+    return int(stat[11]) + int(stat[12])
 
 
 def _stat(pid: str) -> list[str]:
