@@ -172,11 +172,6 @@ class RuntimeManager:
             self._retire(runtime, keep=0)
         return bool(idle)
 
-    def replicas_of(self, spec: ActionSpec) -> list[Replica]:
-        with self._lock:
-            runtime = self._runtimes.get(spec.key)
-            return list(runtime.replicas.values()) if runtime else []
-
     def close(self) -> None:
         self._closed.set()
         self._launcher.shutdown(wait=True, cancel_futures=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import signal
 import threading
 import time
@@ -383,9 +382,3 @@ def _inotify_modify_fd(path: Path) -> int:
         os.close(fd)
         raise CgroupError(err, f"inotify_add_watch {path} failed")
     return fd
-
-
-def wait_readable(fd: int, timeout: float | None) -> bool:
-    """Block until ``fd`` is readable or ``timeout`` seconds pass; True if readable."""
-    ready, _, _ = select.select([fd], [], [], timeout)
-    return bool(ready)

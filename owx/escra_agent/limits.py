@@ -143,10 +143,6 @@ class LimitWriter:
     def forget(self, container_id: str) -> None:
         self._applied.pop(container_id, None)
 
-    def flush_docker(self) -> None:
-        if self._sync is not None:
-            self._sync.flush(force=True)
-
     def close(self) -> None:
         if self._sync is not None:
             self._sync.flush(force=True)

@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
+from tests.fixtures.polling import wait_for
 from tests.gateway.conftest import RunningGateway, start_gateway
 
 CODE = "def main(args):\n    return {'n': args.get('n', 0)}\n"
@@ -95,10 +95,8 @@ def test_an_invoke_the_database_does_not_take_in_time_answers_503_and_is_recorde
     body = reply.json()
     activation_id = reply.headers["x-openwhisk-activation-id"]
     assert set(body) == {"error", "code"} and activation_id in body["error"]
-    deadline = time.monotonic() + 30
-    while (record := http.get(two_workers.api(f"activations/{activation_id}"))).status_code == 404:
-        assert time.monotonic() < deadline, "the activation was never recorded"
-        time.sleep(0.1)
+    wait_for(lambda: http.get(two_workers.api(f"activations/{activation_id}")).status_code != 404, timeout=30,
+             what="the activation to be recorded", interval=0.1)
     two_workers.service.activations._writer.flush(30)  # type: ignore[attr-defined]
     stored = http.get(two_workers.api(f"activations/{activation_id}"))  # from the database: nothing is queued
     assert stored.json()["response"]["result"] == {"n": 9}
