@@ -17,8 +17,8 @@ figure comes from wrk (another process, the client's clock):
   (202), activation GETs, the gateway's RSS and CPU seconds per 1,000 invocations, and during the
   c4 series the cores its event-loop thread and its other threads used beside the machine's idle
   ones (its threads share one interpreter lock), and the c4 rate of two such gateways sharing
-  nothing, 2 connections each at once (:mod:`owx.bench.invoke.shared_nothing`: what more processes
-  alone could give);
+  nothing, 2 connections each at once, beside one gateway's in the same minute
+  (:mod:`owx.bench.invoke.shared_nothing`: what more processes alone could give);
 - a flood (:mod:`owx.bench.invoke.flood`): ``--flood`` non-blocking invokes as fast as wrk -c16
   sends them, namespace limits out of the way, while another client times GETs.
 
@@ -51,7 +51,7 @@ from owx.bench.invoke.anchors import SERVERS, forward_server, free_port, hello_s
 from owx.bench.invoke.coldstart import measure_cold_start
 from owx.bench.invoke.fairness import measure_fairness
 from owx.bench.invoke.flood import flood, settled_count
-from owx.bench.invoke.shared_nothing import shared_nothing_rates
+from owx.bench.invoke.shared_nothing import shared_nothing
 from owx.bench.results import Report
 from owx.bench.wrk import WrkResult, wrk
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             last = gateway.session().get(gateway.api("activations"), params={"limit": 1}).json()[0]["activationId"]
             gets = wrk(gateway.api(f"activations/{last}"), connections=4, seconds=args.seconds, auth=gateway.auth)
             rss_mb = _rss_mb(gateway)
-            split = shared_nothing_rates(gateway, invoke, Path(tmp) / "gw2", env, _deploy, args.seconds, body)
+            split = shared_nothing(gateway, invoke, Path(tmp) / "gw2", env, _deploy, args.seconds, body)
             flooded = flood(gateway, invoke, args.flood)
             fair = measure_fairness(gateway, args.blocked)
         finally:
@@ -153,11 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, cores in zip(("gateway's event-loop thread", "gateway's other threads", "machine idle"), cores[4]):
         report.figure(f"during the c4 series: {name}", round(cores, 2), "cores")
     report.figure("gateway RSS after the series", round(rss_mb, 1), "MB")
-    report.figure("two owx gateways sharing nothing, c2 each at once", " + ".join(str(round(r.rate)) for r in split),
-                  "req/s")
-    report.figure("two owx gateways sharing nothing: non-2xx answers", sum(r.non_2xx + r.errors for r in split))
+    report.figure("one owx gateway c4, right before two sharing nothing", round(split.alone.rate), "req/s")
+    report.figure("two owx gateways sharing nothing, c2 each at once",
+                  " + ".join(str(round(r.rate)) for r in split.together), "req/s")
+    report.figure("two owx gateways sharing nothing: non-2xx answers",
+                  sum(r.non_2xx + r.errors for r in (split.alone, *split.together)))
+    report.figure("two gateways sharing nothing / one gateway, c4", round(split.speedup, 2), "x")
     report.figure("c4 over two gateways sharing nothing / Flask hello on granian c4",
-                  round(sum(r.rate for r in split) / hello["granian", 4].rate, 3), "x")
+                  round(sum(r.rate for r in split.together) / hello["granian", 4].rate, 3), "x")
     for name, value, unit in flooded.figures():
         report.figure(name, value, unit)
     if colds:
