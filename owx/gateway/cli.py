@@ -69,17 +69,17 @@ def up(args: argparse.Namespace) -> int:
     identity = gateway.default_identity(args.auth or os.environ.get("OWX_AUTH"))
     server = GatewayServer(gateway, settings.gateway.host, settings.gateway.port, tls, settings.gateway.tls_port or 0)
     try:
-        wrote = wskprops.write_if_free(server.tls_url or server.url, identity.auth, tls.ca if tls else None)
-        written = "written" if wrote else "left as it was (it names another server)"
+        written = wskprops.write_if_free(server.tls_url or server.url, identity.auth, tls.ca if tls else None)
+        wskprops_state = "written" if written else "left as it was (it names another server)"
     except OSError as exc:  # a HOME that is missing or read-only: clients are told the apihost below
-        written = f"not written ({exc.strerror}: {exc.filename})"
+        wskprops_state = f"not written ({exc.strerror}: {exc.filename})"
     where = settings.upstream.url if settings.platform.kind == "openwhisk" else f"the {settings.platform.kind} platform"
     print(f"owx is up: apihost {server.url}  namespace {identity.namespace}  activations run on {where}", flush=True)
     if tls is not None:
         print(f"https apihost {server.tls_url}  certificate {tls.cert}" + (f"  CA {tls.ca}" if tls.ca else ""), flush=True)
     print(f"extensions: {', '.join(gateway.extensions) or 'none'}", flush=True)
     print(f"auth {identity.auth}", flush=True)
-    print(f"~/.wskprops {written}", flush=True)
+    print(f"~/.wskprops {wskprops_state}", flush=True)
     server.serve_forever()
     return 0
 

@@ -38,13 +38,14 @@ def shared_nothing(first: GatewayProcess, first_invoke: str, data_dir: Path, env
     ``first`` alone at 4 connections for ``seconds``, then both at 2 connections each (at once)."""
     second = start_gateway_process(data_dir, env=env)
     try:
-        targets = [(first, f"{first_invoke}?blocking=true&result=true"),
-                   (second, f"{deploy(second)}?blocking=true&result=true")]
-        wrk(targets[1][1], connections=2, seconds=2, method="POST", body=body, auth=second.auth)  # warm up
-        alone = wrk(targets[0][1], connections=4, seconds=seconds, method="POST", body=body, auth=first.auth)
-        with ThreadPoolExecutor(len(targets)) as pool:
+        first_url = f"{first_invoke}?blocking=true&result=true"
+        second_url = f"{deploy(second)}?blocking=true&result=true"
+        wrk(second_url, connections=2, seconds=2, method="POST", body=body, auth=second.auth)  # warm up
+        alone = wrk(first_url, connections=4, seconds=seconds, method="POST", body=body, auth=first.auth)
+        with ThreadPoolExecutor(2) as pool:
             loads = [pool.submit(wrk, url, connections=2, seconds=seconds, method="POST", body=body,
-                                 auth=gateway.auth, threads=1) for gateway, url in targets]
+                                 auth=gateway.auth, threads=1)
+                     for gateway, url in ((first, first_url), (second, second_url))]
             return SharedNothing(alone, [load.result() for load in loads])
     finally:
         second.stop()
