@@ -35,10 +35,15 @@ def main(args):
 
 
 def _kill_container(name: str) -> int:
-    """SIGKILL every process of the container ``name`` (found by its cgroup); how many there were."""
+    """SIGKILL every process of the container ``name`` (found by its cgroups); how many there were. A
+    cgroup that goes away while it is read (its container just ended) holds none."""
     killed = 0
     for group in Path("/sys/fs/cgroup").glob(f"**/{name}"):
-        for pid in (group / "cgroup.procs").read_text().split() if (group / "cgroup.procs").exists() else ():
+        try:
+            pids = (group / "cgroup.procs").read_text().split()
+        except FileNotFoundError:
+            continue
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
                 killed += 1
@@ -69,7 +74,9 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
             http.get(wrapper.api(f"activations/{activation_id}")).text[:500],
             (wrapper.data_dir / "gateway.log").read_text()[-2000:])
         killed = latest.values["container"]
-    assert _kill_container(killed), f"no processes of container {killed}"  # the stand-in OpenWhisk's container
+    assert _kill_container(killed), (  # the stand-in OpenWhisk's container
+        f"no processes of container {killed}", http.get(wrapper.api(f"activations/{activation_id}")).text[:500],
+        (wrapper.data_dir / "gateway.log").read_text()[-2000:], (upstream.data_dir / "gateway.log").read_text()[-2000:])
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         answer = http.get(wrapper.api(f"activations/{activation_id}"))
