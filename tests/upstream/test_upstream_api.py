@@ -13,7 +13,10 @@ import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
 from owx.platform.openwhisk.client import UpstreamClient
+from owx.platform.openwhisk.naming import upstream_name
+from owx.platform.openwhisk.platform import OpenWhiskPlatform
 from owx.platform.settings import UpstreamSettings
+from owx.platform.types import ActionSpec
 from tests.fixtures.polling import wait_for
 
 NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
@@ -143,3 +146,21 @@ def test_concurrent_first_deploys_of_a_tenant_share_its_package(upstream: Gatewa
             assert client.list_actions(package) == []  # it exists (a missing package answers 404)
     finally:
         client.close()
+
+
+def test_concurrent_first_uses_of_a_revision_deploy_it_once(upstream: GatewayProcess) -> None:
+    """Keep-warms and invokes of a new revision at once deploy it once: a second PUT would be an update
+    upstream (a new version, the action's warm containers dropped)."""
+    settings = UpstreamSettings(url=upstream.url, auth=upstream.auth)
+    platform = OpenWhiskPlatform(settings)
+    try:
+        spec = ActionSpec(key=f"guest/race-{uuid.uuid4().hex[:8]}@1", kind="python:3", code=ECHO)
+        with ThreadPoolExecutor(8) as pool:
+            for warmed in [pool.submit(platform.keep_warm, spec) for _ in range(8)]:
+                warmed.result()
+        target = upstream_name(settings.prefix, spec)
+        deployed = requests.get(upstream.api(f"actions/{target.path}"), auth=tuple(upstream.auth.split(":", 1)),
+                                timeout=10)
+        assert deployed.json()["version"] == "0.0.1", deployed.text[:300]  # created once, never updated
+    finally:
+        platform.close()

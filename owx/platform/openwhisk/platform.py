@@ -60,6 +60,7 @@ class OpenWhiskPlatform(Platform):
         self.replicas = None
         self.resources = None
         self._deployed: set[str] = set()
+        self._deploying: dict[str, threading.Lock] = {}  # one per path being deployed
         self._packages: set[str] = set()
         self._lock = threading.Lock()
         self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")
@@ -114,16 +115,24 @@ class OpenWhiskPlatform(Platform):
 
     # -- internals ----------------------------------------------------------------------------
     def _deploy(self, spec: ActionSpec) -> UpstreamName:
+        """Deploy ``spec``'s revision upstream unless it is. Concurrent first uses (an invoke beside a
+        keep-warm) deploy it once: a second PUT would be an update there, which drops warm containers."""
         target = upstream_name(self.settings.prefix, spec)
         if target.path in self._deployed:
             return target
-        if target.package not in self._packages:
-            self.client.put_package(target.package)
-            with self._lock:
-                self._packages.add(target.package)
-        self.client.put_action(target.path, _action_body(spec, self._options_key(target)))
         with self._lock:
-            self._deployed.add(target.path)
+            deploying = self._deploying.setdefault(target.path, threading.Lock())
+        with deploying:
+            if target.path in self._deployed:  # deployed by whoever held the lock before
+                return target
+            if target.package not in self._packages:
+                self.client.put_package(target.package)
+                with self._lock:
+                    self._packages.add(target.package)
+            self.client.put_action(target.path, _action_body(spec, self._options_key(target)))
+            with self._lock:
+                self._deployed.add(target.path)
+                self._deploying.pop(target.path, None)  # a deploy after a 404 may have made its own
         return target
 
     def _options_key(self, target: UpstreamName) -> str:
