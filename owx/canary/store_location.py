@@ -17,6 +17,7 @@ import hashlib
 import threading
 from pathlib import Path
 
+from owx.canary.checkpoint.url import store_ports
 from owx.canary.settings import CanarySettings
 from owx.platform import Platform
 from owx.settings import Settings
@@ -35,6 +36,8 @@ class StoreLocation:
         self._shared_dir = canary.store_dir
         self._fallback = settings.data_dir.resolve() / "canary"
         self._platform = platform
+        for port in store_ports(self._url) if self._url is not None else ():
+            platform.open_host_port(port)  # the actions write their checkpoints themselves
         self._ready: set[Path] = set()
         self._lock = threading.Lock()
 

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import uvicorn
 import uvloop
@@ -77,6 +78,9 @@ class GatewayServer:
         self._closed = False
         if gateway.invoker.api_host is None:
             gateway.invoker.api_host = self.url
+        api = urlsplit(gateway.invoker.api_host)  # the actions' __OW_API_HOST: this server or a proxy before it
+        for port in {self.port, self.tls_port, api.port or (443 if api.scheme == "https" else 80)} - {None}:
+            gateway.platform.open_host_port(port)
 
     @property
     def port(self) -> int:

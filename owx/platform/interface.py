@@ -123,6 +123,10 @@ class Platform(ABC):
         """The action at ``namespace/[pkg/]name`` was updated or deleted: drop what was made for its
         earlier revisions (deployments, idle containers)."""
 
+    def open_host_port(self, port: int) -> None:
+        """Let the platform's containers reach TCP ``port`` of this machine (the gateway's listeners, a
+        store they use); platforms whose containers run elsewhere have nothing to open."""
+
     def namespace_dir(self, namespace: str) -> Path | None:
         """A directory on this machine that the containers of ``namespace``, and no other namespace's,
         read and write at this same path (made on first use); None where containers cannot share one."""

@@ -25,6 +25,9 @@ class SandboxSettings(BaseModel):
     gid_count: int = Field(1 << 20, ge=1024, description="size of the namespace gid range")
     expose: list[Path] = Field([], description="more host paths containers see read-only (besides /usr, /etc, "
                                "the interpreter and owx)")
+    host_ports: list[int] = Field([], description="TCP ports of services on this machine that local containers may "
+                                  "reach besides the gateway's own and a configured Canary store's (say, a Redis "
+                                  "Lithops' functions use); every other port of this machine is closed to them")
     shared: list[Path] = Field([], description="host directories every container sees read-write at the same place "
                                "(all tenants share them: for trusted use on one machine, such as DiSDeL's job "
                                "directory or Canary's blob directory; make them writable for the containers' uids)")

@@ -10,8 +10,10 @@ of the host is in the view: not the data dir, not the other containers' sockets.
 
 :func:`attach_directory` adds the tenant's namespace directory later (a stem cell learns its
 tenant only when it is claimed); :func:`become` turns the process into the tenant:
-its own uid, the namespace's gid, no capabilities, no new privileges, a syscall filter.
-Standard library only: this runs in processes forked by the zygote.
+its own uid, the namespace's gid, no capabilities, no new privileges, a Landlock domain and a
+syscall filter. The container keeps the host's network namespace, so actions reach the network;
+which of the host's own services its uid may reach is the platform's firewall
+(:mod:`owx.platform.embedded.host_firewall`). Standard library only: this runs in processes forked by the zygote.
 """
 
 from __future__ import annotations
@@ -144,7 +146,8 @@ def attach_directory(tree_fd: int, path: str, mount_points: list[str]) -> None:
 
 
 def become(plan: ContainerPlan, tenant: Tenant) -> None:
-    """Drop to the tenant for good: uid, gid, no capabilities, no new privileges, the syscall filter."""
+    """Drop to the tenant for good: uid, gid, no capabilities, no new privileges, a Landlock domain
+    (no abstract Unix socket or signal beyond the container), the syscall filter."""
     if plan.uid <= 0 or tenant.gid <= 0:
         raise ValueError("a container never runs as root")
     kernel.prctl(kernel.PR_SET_NO_NEW_PRIVS, 1)
@@ -155,4 +158,6 @@ def become(plan: ContainerPlan, tenant: Tenant) -> None:
     if os.getuid() == 0 or os.geteuid() == 0:
         raise OSError("the uid did not change")
     os.umask(UMASK)
+    if kernel.landlock_abi() >= kernel.LANDLOCK_SCOPES_ABI:  # older kernels: see HostFirewall's docstring
+        kernel.landlock_scope(kernel.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | kernel.LANDLOCK_SCOPE_SIGNAL)
     kernel.install_seccomp(tenant_filter())

@@ -8,11 +8,14 @@ where it matters, that the victim and the gateway carry on unharmed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
 import secrets
+import socket
 import stat
+import subprocess
 import sys
 import threading
 import zipfile
@@ -359,3 +362,109 @@ def main(args):
     assert record["response"]["success"], record  # it ran: no keep-warm short cut
     assert record["response"]["result"] == {"args": ["x"], "id": record["activationId"],
                                             "ns": instance.attacker.namespace}
+
+
+PROBE_NETWORK = ATTEMPT + '''
+from urllib.request import urlopen
+
+def main(args):
+    outcomes = {}
+    for host, port in args["tcp"]:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        outcomes["tcp %s %d" % (host, port)] = attempt(lambda: sock.connect((host, port)))
+        sock.close()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    outcomes["udp"] = attempt(lambda: udp.sendto(b"hello", ("127.0.0.1", args["udp"])) and None)
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    outcomes["abstract"] = attempt(lambda: unix.connect("\\0" + args["abstract"]))
+    outcomes["gateway"] = attempt(lambda: urlopen(os.environ["__OW_API_HOST"] + "/api/v1", timeout=10).status)
+    address, port = args["elsewhere"]
+    elsewhere = socket.create_connection((address, port), timeout=10)
+    outcomes["elsewhere"] = elsewhere.recv(64).decode()
+    metadata = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    metadata.settimeout(10)
+    outcomes["metadata"] = attempt(lambda: metadata.connect((args["metadata"], port)))
+    return outcomes
+'''
+
+
+def test_no_service_of_this_machine_but_the_gateway_is_reachable_and_other_machines_are(instance, tmp_path):
+    """A tenant's action reaches no listener of the host (loopback or not, IPv4 or IPv6, UDP, abstract
+    Unix socket), while it still reaches the gateway and a machine elsewhere on the network."""
+    services = [_listen(socket.AF_INET, "127.0.0.1"), _listen(socket.AF_INET6, "::1"),
+                _listen(socket.AF_INET, _primary_address())]
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.5)
+    abstract = f"owx-test-{secrets.token_hex(4)}"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind("\0" + abstract)
+    unix.listen()
+    with _other_machine() as elsewhere:
+        outcomes = instance.attacker.run(PROBE_NETWORK, tcp=[sock.getsockname()[:2] for sock in services],
+                                         udp=udp.getsockname()[1], abstract=abstract, elsewhere=elsewhere,
+                                         metadata=METADATA_ADDRESS)
+    assert outcomes.pop("gateway") == 200, outcomes
+    assert outcomes.pop("elsewhere") == "hello from elsewhere", outcomes
+    assert len(outcomes) == 6 and not_refused(outcomes) == {}, outcomes  # the metadata address of that machine too
+    try:
+        received = udp.recv(16)
+    except TimeoutError:
+        received = None
+    assert received is None
+    for sock in (*services, udp, unix):
+        sock.close()
+
+
+def _listen(family: int, host: str) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.bind((host, 0))
+    sock.listen()
+    return sock
+
+
+def _primary_address() -> str:
+    """This machine's address on its default route (no packet is sent)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.connect(("192.0.2.123", 9))
+    address = probe.getsockname()[0]
+    probe.close()
+    return address
+
+
+@contextlib.contextmanager
+def _other_machine():
+    """Another machine on the network: a network namespace behind a veth, greeting whoever connects to
+    the (address, port) yielded, or to that port of its link-local address (``METADATA_ADDRESS``)."""
+    name = f"owxo{secrets.token_hex(3)}"
+    host_side, address = f"{name}h", "10.231.77.2"
+    commands = [f"ip netns add {name}", f"ip link add {host_side} type veth peer name eth0 netns {name}",
+                f"ip addr add 10.231.77.1/30 dev {host_side}", f"ip link set {host_side} up",
+                f"ip addr add 169.254.77.1/30 dev {host_side}", f"ip -n {name} addr add {address}/30 dev eth0",
+                f"ip -n {name} addr add {METADATA_ADDRESS}/30 dev eth0", f"ip -n {name} link set eth0 up"]
+    try:
+        for command in commands:
+            subprocess.run(command.split(), check=True, capture_output=True)
+        server = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", GREETER],
+                                  stdout=subprocess.PIPE, text=True)
+        port = int(server.stdout.readline())
+        try:
+            yield [address, port]
+        finally:
+            server.kill()
+            server.wait()
+    finally:
+        subprocess.run(["ip", "link", "del", host_side], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+METADATA_ADDRESS = "169.254.77.2"  # where a cloud's instance metadata service would be (169.254.169.254)
+GREETER = '''import socket
+server = socket.create_server(("0.0.0.0", 0))
+print(server.getsockname()[1], flush=True)
+while True:
+    conn, _ = server.accept()
+    conn.sendall(b"hello from elsewhere")
+    conn.close()
+'''

@@ -41,12 +41,14 @@ def redis(workdir: Path) -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="module")
-def upstream(workdir: Path) -> Iterator[GatewayProcess]:
+def upstream(workdir: Path, redis: RedisServer) -> Iterator[GatewayProcess]:
     """The stand-in OpenWhisk: plain embedded owx, no extensions, no stem cells; its containers share the
-    checkpoints' blob directory (as an OpenWhisk's invokers would mount a volume)."""
+    checkpoints' blob directory (as an OpenWhisk's invokers would mount a volume) and may reach the
+    redis-server on this machine (as an OpenWhisk's containers reach a store on the network)."""
     process = start_gateway_process(workdir / "upstream", args=["--no-extensions"], auth=UPSTREAM_AUTH,
                                     env={"OWX_PLATFORM__STEM_CELLS": "0", "OWX_LIMITS__MEMORY_MB__MAX": "1024",
-                                         "OWX_PLATFORM__SANDBOX__SHARED": json.dumps([str(workdir / "blobs")])})
+                                         "OWX_PLATFORM__SANDBOX__SHARED": json.dumps([str(workdir / "blobs")]),
+                                         "OWX_PLATFORM__SANDBOX__HOST_PORTS": json.dumps([redis.port])})
     yield process
     process.stop()
 

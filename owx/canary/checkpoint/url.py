@@ -21,6 +21,7 @@ from owx.canary.checkpoint.options import StoreOptions
 from owx.canary.checkpoint.store import CheckpointStore
 
 SCHEMES = ("sqlite", "redis", "rediss", "ignite")
+REDIS_PORT = 6379
 
 
 def open_checkpoint_store(url: str, *, on_warning: Callable[[str], None] | None = None) -> CheckpointStore:
@@ -47,6 +48,18 @@ def open_checkpoint_store(url: str, *, on_warning: Callable[[str], None] | None 
     except Exception:
         kv.close()
         raise
+
+
+def store_ports(url: str) -> list[int]:
+    """The TCP ports the store at ``url`` serves on (none for SQLite)."""
+    parts = urlsplit(url)
+    if parts.scheme in ("redis", "rediss"):
+        return [parts.port or REDIS_PORT]
+    if parts.scheme == "ignite":
+        hosts = parts.netloc.rpartition("@")[2]
+        ports = (host.rpartition(":")[2] for host in hosts.split(","))
+        return [int(port) for port in ports if port.isdigit()]
+    return []
 
 
 def _query(text: str) -> dict[str, str]:

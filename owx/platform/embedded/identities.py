@@ -1,7 +1,7 @@
 """Who local containers run as: a uid of their own, their namespace's gid, their namespace's directory.
 
-Uids are drawn per container from a high range (never 0, never a host user) and given back when the
-container is gone. Gids are per namespace and kept in ``<state_dir>/namespaces.json``, so files a
+Uids are drawn per container from a high range (never 0, never a host user; the instance's own block
+of it, :mod:`owx.platform.embedded.uid_block`) and given back when the container is gone. Gids are per namespace and kept in ``<state_dir>/namespaces.json``, so files a
 namespace's containers made stay theirs across restarts. A namespace directory,
 ``<state_dir>/namespaces/<gid>``, is made on first request (Canary's checkpoint store lives there),
 owned by root and the namespace's group, mode 2770; only that namespace's containers get it mounted.
@@ -23,8 +23,9 @@ DIRECTORY_MODE = 0o2770  # the namespace's group reads and writes; new files kee
 class Identities:
     """The uid and gid allocations of one platform instance."""
 
-    def __init__(self, state_dir: Path, sandbox: SandboxSettings) -> None:
+    def __init__(self, state_dir: Path, sandbox: SandboxSettings, uids: range | None = None) -> None:
         self.sandbox = sandbox
+        self.uids = uids if uids is not None else range(sandbox.uid_base, sandbox.uid_base + sandbox.uid_count)
         self.record = state_dir / "namespaces.json"
         self.directories = state_dir / "namespaces"
         self._gids: dict[str, int] = json.loads(self.record.read_text()) if self.record.exists() else {}
@@ -34,9 +35,9 @@ class Identities:
     def take_uid(self) -> int:
         """A uid no live container of this instance has."""
         with self._lock:
-            if len(self._uids) >= self.sandbox.uid_count:
+            if len(self._uids) >= len(self.uids):
                 raise RuntimeError("every container uid is in use")
-            while (uid := self.sandbox.uid_base + random.randrange(self.sandbox.uid_count)) in self._uids:
+            while (uid := random.choice(self.uids)) in self._uids:
                 pass
             self._uids.add(uid)
             return uid

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import ClassVar
 
 from owx.common.cgroups import CgroupError
 from owx.platform.embedded.backends import Backends
+from owx.platform.embedded.host_firewall import HostFirewall
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.node import Node
+from owx.platform.embedded.uid_block import UidBlock
 from owx.platform.interface import ContainerListener, Platform, PlatformUnavailable
 from owx.platform.ledger import MemoryLedger
 from owx.platform.settings import PlatformSettings
@@ -22,6 +26,9 @@ from owx.platform.types import (
     RunOutcome,
     RunRequest,
 )
+from owx.runtimes import kernel
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddedPlatform(Platform):
@@ -32,13 +39,21 @@ class EmbeddedPlatform(Platform):
     def __init__(self, settings: PlatformSettings) -> None:
         self.settings = settings
         self.instance = Instance(settings)
-        self.identities = Identities(self.instance.state_dir, settings.sandbox)
+        self.uid_block = UidBlock.lease(settings.sandbox) if os.geteuid() == 0 else None  # no root: no sandboxes
+        uids = range(self.uid_block.first, self.uid_block.last + 1) if self.uid_block is not None else None
+        self.identities = Identities(self.instance.state_dir, settings.sandbox, uids)
+        self.firewall: HostFirewall | None = None
         self.backends = Backends(settings, settings.kind == "docker", self.instance, self.identities)
         self.ledger = MemoryLedger()
         self.replicas = self
         self.resources = self
         self._nodes: dict[str, Node] = {}
         try:
+            if self.uid_block is not None and not self.backends.docker_only:
+                self.firewall = HostFirewall(self.uid_block, settings.sandbox.host_ports)
+                if kernel.landlock_abi() < kernel.LANDLOCK_SCOPES_ABI:
+                    log.warning("this kernel has no Landlock scopes (Linux 6.12): actions can reach the abstract "
+                                "Unix sockets of this machine")
             for index in range(settings.nodes):
                 name = f"node{index}"
                 self._nodes[name] = Node(name, f"{self.instance.cgroup_root}/{name}", self.backends.for_kind,
@@ -80,6 +95,11 @@ class EmbeddedPlatform(Platform):
     def unsupported(self, kind: str) -> str | None:
         """Why actions of ``kind`` cannot run on this platform (None if they can)."""
         return self.backends.unsupported(kind)
+
+    def open_host_port(self, port: int) -> None:
+        """Let local containers reach TCP ``port`` of this machine (see :mod:`owx.platform.embedded.host_firewall`)."""
+        if self.firewall is not None:
+            self.firewall.open_port(port)
 
     def namespace_dir(self, namespace: str) -> Path | None:
         """The namespace's directory, mounted read-write into its local containers only (not Docker's)."""
@@ -126,6 +146,10 @@ class EmbeddedPlatform(Platform):
             node.close()
         self._nodes.clear()
         self.backends.close()
+        if self.firewall is not None:
+            self.firewall.close()
+        if self.uid_block is not None:
+            self.uid_block.release()
         self.instance.close()
 
     def _place(self, spec: ActionSpec) -> Node | None:

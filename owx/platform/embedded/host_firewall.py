@@ -1,0 +1,88 @@
+"""Which of this machine's own network services one instance's local containers may reach.
+
+Local containers keep the host's network namespace, so actions reach the network; without a rule, a
+tenant's action could also connect to anything listening on this machine: a Redis or CouchDB bound
+to 127.0.0.1, another tenant's server, a service on the machine's public address. The firewall is
+one nftables table per uid block (``inet owx_sandbox_<first uid>``, see
+:mod:`owx.platform.embedded.uid_block`): a packet that a socket of the block's uids sends to any
+address of this machine (all of them leave through ``lo``; IPv4 and IPv6) is refused, a TCP
+connection at once (ECONNREFUSED), anything else when it is sent (EPERM), unless it goes to an
+open TCP port. Open are the gateway's own listeners (``__OW_API_HOST``), a configured Canary
+store's port, and ``sandbox.host_ports``. Of other machines, the link-local ones (169.254.0.0/16)
+are refused too: there a cloud's instance metadata service hands out the machine's credentials.
+Traffic to other machines is otherwise untouched. The next
+holder of a block replaces a table its dead predecessor left.
+
+What ports cannot describe: abstract Unix sockets, closed by the sandbox's Landlock scope (Linux
+6.12 and later; on an older kernel they stay reachable, and the platform logs so at start), and
+TCP between an action's own processes over loopback, refused like any other local traffic (they
+talk over pipes or Unix sockets in /tmp).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+from collections.abc import Iterable
+
+from owx.platform.embedded.uid_block import UidBlock
+
+log = logging.getLogger(__name__)
+
+
+class FirewallError(RuntimeError):
+    pass
+
+
+class HostFirewall:
+    """The nftables table that keeps one uid block's sockets off this machine's services."""
+
+    def __init__(self, block: UidBlock, open_ports: Iterable[int] = ()) -> None:
+        self.table = f"owx_sandbox_{block.first}"
+        self._open: set[int] = set()
+        self._lock = threading.Lock()
+        uids = f"{block.first}-{block.last}"
+        _nft(f"""table inet {self.table}
+delete table inet {self.table}
+table inet {self.table} {{
+  set open_ports {{ type inet_service; }}
+  chain output {{
+    type filter hook output priority filter; policy accept;
+    oifname "lo" meta skuid {uids} tcp dport @open_ports accept
+    oifname "lo" meta skuid {uids} meta l4proto tcp reject with tcp reset
+    oifname "lo" meta skuid {uids} reject
+    ip daddr 169.254.0.0/16 meta skuid {uids} meta l4proto tcp reject with tcp reset
+    ip daddr 169.254.0.0/16 meta skuid {uids} reject
+  }}
+}}
+""")
+        for port in open_ports:
+            self.open_port(port)
+
+    def open_port(self, port: int) -> None:
+        """Let the containers reach TCP ``port`` on this machine's addresses."""
+        with self._lock:
+            if port in self._open:
+                return
+            _nft(f"add element inet {self.table} open_ports {{ {int(port)} }}\n")
+            self._open.add(port)
+
+    @property
+    def open_ports(self) -> frozenset[int]:
+        return frozenset(self._open)
+
+    def close(self) -> None:
+        try:
+            _nft(f"delete table inet {self.table}\n")
+        except FirewallError as exc:
+            log.warning("could not remove the firewall table %s: %s", self.table, exc)
+
+
+def _nft(script: str) -> None:
+    try:
+        done = subprocess.run(["nft", "-f", "-"], input=script, capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise FirewallError("nft is not installed (apt-get install -y nftables)") from None
+    if done.returncode != 0:
+        raise FirewallError(f"nft failed: {done.stderr.strip()}")

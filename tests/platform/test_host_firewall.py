@@ -1,0 +1,100 @@
+"""The uid blocks that tell instances' containers apart, and the firewall that keeps each block's
+sockets off this machine's services (real nftables, real sockets, real processes)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from owx.platform.embedded.host_firewall import HostFirewall
+from owx.platform.embedded.uid_block import BLOCK_UIDS, UidBlock
+from owx.platform.interface import PlatformUnavailable
+from owx.platform.settings import SandboxSettings
+
+HOLDER = '''import sys, time
+from owx.platform.embedded.uid_block import UidBlock
+from owx.platform.settings import SandboxSettings
+block = UidBlock.lease(SandboxSettings(uid_base=int(sys.argv[1]), uid_count=int(sys.argv[2])))
+print(block.first, flush=True)
+time.sleep(600)
+'''
+
+
+@pytest.fixture
+def two_blocks() -> SandboxSettings:
+    """A uid range of its own with room for two blocks (no other test or instance uses it)."""
+    return SandboxSettings(uid_base=50_000_000 + secrets.randbelow(1000) * 2 * BLOCK_UIDS, uid_count=2 * BLOCK_UIDS)
+
+
+def test_live_instances_hold_disjoint_blocks_and_a_killed_ones_block_is_free_again(two_blocks):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(two_blocks.uid_base), str(two_blocks.uid_count)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = int(holder.stdout.readline())
+        ours = UidBlock.lease(two_blocks)
+        assert {theirs, ours.first} == {two_blocks.uid_base, two_blocks.uid_base + BLOCK_UIDS}
+        with pytest.raises(PlatformUnavailable, match="held by a live owx instance"):
+            UidBlock.lease(two_blocks)
+        holder.send_signal(signal.SIGKILL)  # no clean-up of its own: the kernel drops its lock
+        holder.wait()
+        again = UidBlock.lease(two_blocks)
+        assert again.first == theirs
+        again.release()
+        ours.release()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_blocks_uids_reach_only_the_open_ports_of_this_machine(two_blocks):
+    block = UidBlock.lease(two_blocks)
+    services = [_listen(socket.AF_INET, "127.0.0.1"), _listen(socket.AF_INET6, "::1")]
+    ports = [sock.getsockname()[1] for sock in services]
+    HostFirewall(block)  # as a predecessor killed with its table in place left it ...
+    firewall = HostFirewall(block, open_ports=[ports[0]])  # ... replaced, not stacked
+    try:
+        rules = subprocess.run(["nft", "list", "table", "inet", firewall.table], capture_output=True, text=True,
+                               check=True).stdout
+        assert rules.count("meta skuid") == 5, rules
+        assert _connect_as(block.first, "127.0.0.1", ports[0]) == "connected"
+        assert _connect_as(block.last, "::1", ports[1]) == "ECONNREFUSED"
+        assert _connect_as(block.last + 1, "::1", ports[1]) == "connected"  # not the block's: untouched
+        firewall.open_port(ports[1])
+        assert _connect_as(block.last, "::1", ports[1]) == "connected"
+    finally:
+        firewall.close()
+        block.release()
+        for sock in services:
+            sock.close()
+    listed = subprocess.run(["nft", "list", "table", "inet", firewall.table], capture_output=True, text=True)
+    assert listed.returncode != 0  # closed: the table is gone
+
+
+def _listen(family: int, host: str) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.bind((host, 0))
+    sock.listen()
+    return sock
+
+
+def _connect_as(uid: int, host: str, port: int) -> str:
+    """What a process running as ``uid`` gets when it connects to ``host``:``port``."""
+    code = f'''import errno, os, socket
+os.setresgid({uid}, {uid}, {uid}); os.setresuid({uid}, {uid}, {uid})
+sock = socket.socket(socket.AF_INET6 if ":" in {host!r} else socket.AF_INET)
+sock.settimeout(10)
+try:
+    sock.connect(({host!r}, {port}))
+    print("connected")
+except OSError as exc:
+    print(errno.errorcode.get(exc.errno, str(exc)))
+'''
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": ""})
+    return done.stdout.strip() or done.stderr
