@@ -23,6 +23,7 @@ from pathlib import Path
 
 from isolation_support import PIDS_MAX, SMALL_TMP_MB, host_pids_with
 from tests.fixtures.polling import wait_for
+from tests.fixtures.sockets import listening
 
 import owx
 from owx.common.cgroups import Cgroup
@@ -392,8 +393,8 @@ def main(args):
 def test_no_service_of_this_machine_but_the_gateway_is_reachable_and_other_machines_are(instance, tmp_path):
     """A tenant's action reaches no listener of the host (loopback or not, IPv4 or IPv6, UDP, abstract
     Unix socket), while it still reaches the gateway and a machine elsewhere on the network."""
-    services = [_listen(socket.AF_INET, "127.0.0.1"), _listen(socket.AF_INET6, "::1"),
-                _listen(socket.AF_INET, _primary_address())]
+    services = [listening(socket.AF_INET, "127.0.0.1"), listening(socket.AF_INET6, "::1"),
+                listening(socket.AF_INET, _primary_address())]
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
     udp.settimeout(0.5)
@@ -415,13 +416,6 @@ def test_no_service_of_this_machine_but_the_gateway_is_reachable_and_other_machi
     assert received is None
     for sock in (*services, udp, unix):
         sock.close()
-
-
-def _listen(family: int, host: str) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.bind((host, 0))
-    sock.listen()
-    return sock
 
 
 def _primary_address() -> str:

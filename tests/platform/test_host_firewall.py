@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.fixtures.sockets import listening
 
 from owx.platform.embedded.host_firewall import HostFirewall
 from owx.platform.embedded.uid_block import BLOCK_UIDS, UidBlock
@@ -54,7 +55,7 @@ def test_live_instances_hold_disjoint_blocks_and_a_killed_ones_block_is_free_aga
 
 def test_the_blocks_uids_reach_only_the_open_ports_of_this_machine(two_blocks):
     block = UidBlock.lease(two_blocks)
-    services = [_listen(socket.AF_INET, "127.0.0.1"), _listen(socket.AF_INET6, "::1")]
+    services = [listening(socket.AF_INET, "127.0.0.1"), listening(socket.AF_INET6, "::1")]
     ports = [sock.getsockname()[1] for sock in services]
     HostFirewall(block)  # as a predecessor killed with its table in place left it ...
     firewall = HostFirewall(block, open_ports=[ports[0]])  # ... replaced, not stacked
@@ -74,13 +75,6 @@ def test_the_blocks_uids_reach_only_the_open_ports_of_this_machine(two_blocks):
             sock.close()
     listed = subprocess.run(["nft", "list", "table", "inet", firewall.table], capture_output=True, text=True)
     assert listed.returncode != 0  # closed: the table is gone
-
-
-def _listen(family: int, host: str) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.bind((host, 0))
-    sock.listen()
-    return sock
 
 
 def _connect_as(uid: int, host: str, port: int) -> str:
