@@ -41,11 +41,12 @@ def lithops_runtime() -> str:
 
 @pytest.fixture()
 def stack(tmp_path, lithops_runtime):
-    """redis on the Docker bridge, ``owx up`` with its defaults (HTTPS included); the Lithops config file."""
+    """redis on the Docker bridge, ``owx up`` with its defaults (HTTPS included) and redis's port open
+    to its containers; the Lithops config file."""
     bridge = _bridge_address()
     password = secrets.token_hex(16)
     redis = RedisServer(tmp_path / "redis", bind=(bridge,), password=password)
-    gateway = start_gateway_process(tmp_path / "gw")
+    gateway = start_gateway_process(tmp_path / "gw", env={"OWX_PLATFORM__SANDBOX__HOST_PORTS": json.dumps([redis.port])})
     namespace = gateway.session().get(f"{gateway.url}/api/v1/namespaces").json()[0]
     config = {
         "lithops": {"backend": "openwhisk", "storage": "redis", "log_level": "INFO"},

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 
 import pytest
 from platform_helpers import ECHO, OnDeath, request, spec
 from tests.fixtures.polling import wait_for
+from tests.fixtures.sockets import listening
 
 from owx.common.cgroups import Cgroup
 from owx.common.dockerd import ensure_dockerd
@@ -79,7 +81,7 @@ def test_docker_container_death_is_reported_fast(docker_platform):
 
 
 CONFINED = '''
-import errno, json, os, urllib.request, urllib.error
+import errno, json, os, socket, urllib.request, urllib.error
 
 def main(args):
     caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")][0]
@@ -96,6 +98,16 @@ def main(args):
             seen["stranger"] = answer.status
         except urllib.error.HTTPError as exc:
             seen["stranger"] = exc.code
+        except OSError as exc:
+            seen["stranger"] = "unreachable: %s" % exc
+    for name, (host, port) in args.get("services", {}).items():
+        sock = socket.socket()
+        sock.settimeout(5)
+        try:
+            sock.connect((host, port))
+            seen[name] = "connected"
+        except OSError as exc:
+            seen[name] = errno.errorcode.get(exc.errno, str(exc))
     return seen
 '''
 
@@ -106,7 +118,22 @@ def test_docker_containers_are_confined_and_serve_their_platform_only(docker_pla
     assert victim.result["uid"] >= 65536 and int(victim.result["caps"], 16) == 0 and victim.result["etc"] == "EROFS"
     host = docker_client.api.inspect_container(victim.container_id)["HostConfig"]
     assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] and "no-new-privileges" in host["SecurityOpt"]
-    address = docker_client.api.inspect_container(victim.container_id)["NetworkSettings"]["IPAddress"]
+    network = docker_client.api.inspect_container(victim.container_id)["NetworkSettings"]["Networks"]
+    (address,) = [attached["IPAddress"] for attached in network.values()]
     attacker = docker_platform.run(spec(CONFINED), request(victim=f"http://{address}:8080/run"))
     assert attacker.status == SUCCESS, attacker.result
-    assert attacker.result["stranger"] == 401  # without the victim's secret its runtime answers nothing
+    assert attacker.result["stranger"].startswith("unreachable"), attacker.result  # no container reaches another
+
+
+def test_docker_containers_reach_only_the_open_ports_of_this_machine(docker_platform, docker_client):
+    closed, opened = listening(socket.AF_INET, "0.0.0.0"), listening(socket.AF_INET, "0.0.0.0")
+    docker_platform.open_host_port(opened.getsockname()[1])
+    first = docker_platform.run(spec(CONFINED), request())
+    (network,) = docker_client.api.inspect_container(first.container_id)["NetworkSettings"]["Networks"]
+    host = docker_client.api.inspect_network(network)["IPAM"]["Config"][0]["Gateway"]  # this machine, on it
+    services = {"closed": [host, closed.getsockname()[1]], "opened": [host, opened.getsockname()[1]]}
+    outcome = docker_platform.run(spec(CONFINED), request(services=services))
+    assert outcome.status == SUCCESS, outcome.result
+    assert outcome.result["closed"] == "ECONNREFUSED" and outcome.result["opened"] == "connected", outcome.result
+    closed.close()
+    opened.close()

@@ -13,6 +13,11 @@ are refused too: there a cloud's instance metadata service hands out the machine
 Traffic to other machines is otherwise untouched. The next
 holder of a block replaces a table its dead predecessor left.
 
+Docker containers (blackbox actions, the ``docker`` platform kind) have network namespaces of their
+own, on the instance's own Docker network (bridge ``owxd<first uid>``, no traffic between its
+containers): what they send to this machine through that bridge is refused the same way, except
+replies to the gateway's own connections, and their packets to 169.254.0.0/16 are not forwarded.
+
 What ports cannot describe: abstract Unix sockets, closed by the sandbox's Landlock scope (Linux
 6.12 and later; on an older kernel they stay reachable, and the platform logs so at start), and
 TCP between an action's own processes over loopback, refused like any other local traffic (they
@@ -42,7 +47,7 @@ class HostFirewall:
         self.table = f"owx_sandbox_{block.first}"
         self._open: set[int] = set()
         self._lock = threading.Lock()
-        uids = f"{block.first}-{block.last}"
+        uids, bridge = f"{block.first}-{block.last}", docker_bridge(block.first)
         _nft(f"""table inet {self.table}
 delete table inet {self.table}
 table inet {self.table} {{
@@ -54,6 +59,17 @@ table inet {self.table} {{
     oifname "lo" meta skuid {uids} reject
     ip daddr 169.254.0.0/16 meta skuid {uids} meta l4proto tcp reject with tcp reset
     ip daddr 169.254.0.0/16 meta skuid {uids} reject
+  }}
+  chain input {{
+    type filter hook input priority filter; policy accept;
+    iifname "{bridge}" ct state established,related accept
+    iifname "{bridge}" tcp dport @open_ports accept
+    iifname "{bridge}" meta l4proto tcp reject with tcp reset
+    iifname "{bridge}" reject
+  }}
+  chain forward {{
+    type filter hook forward priority filter; policy accept;
+    iifname "{bridge}" ip daddr 169.254.0.0/16 reject
   }}
 }}
 """)
@@ -77,6 +93,11 @@ table inet {self.table} {{
             _nft(f"delete table inet {self.table}\n")
         except FirewallError as exc:
             log.warning("could not remove the firewall table %s: %s", self.table, exc)
+
+
+def docker_bridge(first_uid: int) -> str:
+    """The Linux bridge of the Docker network of the instance whose uid block starts at ``first_uid``."""
+    return f"owxd{first_uid}"
 
 
 def _nft(script: str) -> None:

@@ -49,7 +49,7 @@ class EmbeddedPlatform(Platform):
         self.resources = self
         self._nodes: dict[str, Node] = {}
         try:
-            if self.uid_block is not None and not self.backends.docker_only:
+            if self.uid_block is not None:
                 self.firewall = HostFirewall(self.uid_block, settings.sandbox.host_ports)
                 if kernel.landlock_abi() < kernel.LANDLOCK_SCOPES_ABI:
                     log.warning("this kernel has no Landlock scopes (Linux 6.12): actions can reach the abstract "

@@ -10,8 +10,10 @@ death is seen through a pidfd on the container's init process.
 Every container is confined the way the local backend's sandbox is: a uid of its own (never
 root), no capabilities, no new privileges, a read-only root with a size-limited tmpfs /tmp as
 its only writable place, and a secret of its own that its runtime requires on every ``/init``
-and ``/run`` (containers on the default bridge reach each other's port 8080). Containers carry
-their instance's label, so a restarted instance removes what its killed predecessor left.
+and ``/run``. They run on the instance's own Docker network, where no container reaches another
+and the host firewall (:mod:`owx.platform.embedded.host_firewall`) keeps them off this machine's
+services. Containers carry their instance's label, so a restarted instance removes what its
+killed predecessor left.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import docker.errors
 from owx.common.cgroups import CgroupError
 from owx.common.dockerd import ensure_dockerd
 from owx.platform.embedded.container import IMAGE_PULL_ERROR, ActionStartupError, Backend, Container, ContainerRequest
+from owx.platform.embedded.host_firewall import docker_bridge
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
@@ -60,6 +63,19 @@ class DockerBackend(Backend):
         self._ready: set[str] = set()
         self._image_lock = threading.Lock()
         self.reap()
+        self.network = self._own_network(identities.uids.start)
+
+    def _own_network(self, first_uid: int) -> str:
+        """The instance's Docker network (made, or left by a killed predecessor holding the same uids):
+        its containers reach no other container on it, and the host firewall knows its bridge."""
+        name = f"owx-{first_uid}"
+        try:
+            self.client.api.inspect_network(name)
+        except docker.errors.NotFound:
+            self.client.api.create_network(name, driver="bridge", labels={INSTANCE_LABEL: self.instance}, options={
+                "com.docker.network.bridge.name": docker_bridge(first_uid),
+                "com.docker.network.bridge.enable_icc": "false"})
+        return name
 
     def reap(self) -> int:
         """Remove the containers of this instance that a killed predecessor left; how many."""
@@ -89,6 +105,7 @@ class DockerBackend(Backend):
             security_opt=["no-new-privileges"],
             read_only=True,
             tmpfs={"/tmp": f"size={self.tmp_mb}m,mode=1777"},
+            network_mode=self.network,
         )
         try:
             created = api.create_container(
@@ -109,7 +126,7 @@ class DockerBackend(Backend):
         container = DockerContainer(created["Id"], request, self.watcher, self.notifier)
         container.uid, container.identities = uid, self.identities
         try:
-            container.start(api, secret)
+            container.start(api, secret, self.network)
         except BaseException:
             container.destroy()
             raise
@@ -134,6 +151,10 @@ class DockerBackend(Backend):
 
     def close(self) -> None:
         super().close()
+        try:
+            self.client.api.remove_network(self.network)
+        except docker.errors.APIError as exc:  # a container still attached: the next holder of the uids reuses it
+            log.warning("could not remove docker network %s: %s", self.network, exc)
         self.client.close()
 
 
@@ -147,8 +168,8 @@ class DockerContainer(Container):
         self.uid: int | None = None
         self.identities: Identities | None = None
 
-    def start(self, api: docker.APIClient, secret: str) -> None:
-        """Attach to the output, start, and watch the init process."""
+    def start(self, api: docker.APIClient, secret: str, network: str) -> None:
+        """Attach to the output, start, and watch the init process (its runtime at its address on ``network``)."""
         self._api = api
         self._attach = api.attach_socket(self.id, params={"stdout": 1, "stderr": 1, "stream": 1})
         fd = self._attach.fileno()
@@ -156,7 +177,7 @@ class DockerContainer(Container):
         self._watcher.watch_stream(fd, _Demuxer(self).feed)
         api.start(self.id)
         state = api.inspect_container(self.id)
-        address = state["NetworkSettings"]["IPAddress"] or "127.0.0.1"
+        address = state["NetworkSettings"]["Networks"][network]["IPAddress"]
         self.proxy = ProxyClient(address, RUNTIME_PORT, connect_retry_s=CONNECT_RETRY_S, alive=self.is_alive,
                                  secret=secret)
         self._watch(state["State"]["Pid"])
