@@ -10,8 +10,8 @@ connection at once (ECONNREFUSED), anything else when it is sent (EPERM), unless
 open TCP port. Open are the gateway's own listeners (``__OW_API_HOST``), a configured Canary
 store's port, and ``sandbox.host_ports``. Of other machines, the link-local ones (169.254.0.0/16)
 are refused too: there a cloud's instance metadata service hands out the machine's credentials.
-Traffic to other machines is otherwise untouched. The next
-holder of a block replaces a table its dead predecessor left.
+Traffic to other machines is otherwise untouched. The next holder of a block replaces a table its
+dead predecessor left.
 
 Docker containers (blackbox actions, the ``docker`` platform kind) have network namespaces of their
 own, on the instance's own Docker network (bridge ``owxd<first uid>``, no traffic between its
@@ -83,10 +83,6 @@ table inet {self.table} {{
                 return
             _nft(f"add element inet {self.table} open_ports {{ {int(port)} }}\n")
             self._open.add(port)
-
-    @property
-    def open_ports(self) -> frozenset[int]:
-        return frozenset(self._open)
 
     def close(self) -> None:
         try:

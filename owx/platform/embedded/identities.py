@@ -1,8 +1,9 @@
 """Who local containers run as: a uid of their own, their namespace's gid, their namespace's directory.
 
-Uids are drawn per container from a high range (never 0, never a host user; the instance's own block
-of it, :mod:`owx.platform.embedded.uid_block`) and given back when the container is gone. Gids are per namespace and kept in ``<state_dir>/namespaces.json``, so files a
-namespace's containers made stay theirs across restarts. A namespace directory,
+Uids are drawn per container from a high range (never 0, never a host user; the instance's own
+block of it, :mod:`owx.platform.embedded.uid_block`) and given back when the container is gone.
+Gids are per namespace and kept in ``<state_dir>/namespaces.json``, so files a namespace's
+containers made stay theirs across restarts. A namespace directory,
 ``<state_dir>/namespaces/<gid>``, is made on first request (Canary's checkpoint store lives there),
 owned by root and the namespace's group, mode 2770; only that namespace's containers get it mounted.
 """
