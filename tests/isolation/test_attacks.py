@@ -383,9 +383,10 @@ def main(args):
     address, port = args["elsewhere"]
     elsewhere = socket.create_connection((address, port), timeout=10)
     outcomes["elsewhere"] = elsewhere.recv(64).decode()
-    metadata = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    metadata.settimeout(10)
-    outcomes["metadata"] = attempt(lambda: metadata.connect((args["metadata"], port)))
+    for address in args["metadata"]:
+        metadata = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+        metadata.settimeout(10)
+        outcomes["metadata " + address] = attempt(lambda: metadata.connect((address, port)))
     return outcomes
 '''
 
@@ -405,10 +406,10 @@ def test_no_service_of_this_machine_but_the_gateway_is_reachable_and_other_machi
     with _other_machine() as elsewhere:
         outcomes = instance.attacker.run(PROBE_NETWORK, tcp=[sock.getsockname()[:2] for sock in services],
                                          udp=udp.getsockname()[1], abstract=abstract, elsewhere=elsewhere,
-                                         metadata=METADATA_ADDRESS)
+                                         metadata=METADATA_ADDRESSES)
     assert outcomes.pop("gateway") == 200, outcomes
     assert outcomes.pop("elsewhere") == "hello from elsewhere", outcomes
-    assert len(outcomes) == 6 and not_refused(outcomes) == {}, outcomes  # the metadata address of that machine too
+    assert len(outcomes) == 7 and not_refused(outcomes) == {}, outcomes  # that machine's metadata addresses too
     try:
         received = udp.recv(16)
     except TimeoutError:
@@ -430,13 +431,15 @@ def _primary_address() -> str:
 @contextlib.contextmanager
 def _other_machine():
     """Another machine on the network: a network namespace behind a veth, greeting whoever connects to
-    the (address, port) yielded, or to that port of its link-local address (``METADATA_ADDRESS``)."""
+    the (address, port) yielded, or to that port of its metadata addresses (``METADATA_ADDRESSES``)."""
     name = f"owxo{secrets.token_hex(3)}"
     host_side, address = f"{name}h", "10.231.77.2"
     commands = [f"ip netns add {name}", f"ip link add {host_side} type veth peer name eth0 netns {name}",
                 f"ip addr add 10.231.77.1/30 dev {host_side}", f"ip link set {host_side} up",
-                f"ip addr add 169.254.77.1/30 dev {host_side}", f"ip -n {name} addr add {address}/30 dev eth0",
-                f"ip -n {name} addr add {METADATA_ADDRESS}/30 dev eth0", f"ip -n {name} link set eth0 up"]
+                f"ip addr add 169.254.77.1/30 dev {host_side}", f"ip addr add fd00:ec2::1/64 dev {host_side} nodad",
+                f"ip -n {name} addr add {address}/30 dev eth0", f"ip -n {name} link set eth0 up",
+                f"ip -n {name} addr add {METADATA_ADDRESSES[0]}/30 dev eth0",
+                f"ip -n {name} addr add {METADATA_ADDRESSES[1]}/64 dev eth0 nodad"]
     try:
         for command in commands:
             subprocess.run(command.split(), check=True, capture_output=True)
@@ -453,9 +456,10 @@ def _other_machine():
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
-METADATA_ADDRESS = "169.254.77.2"  # where a cloud's instance metadata service would be (169.254.169.254)
+# where a cloud's instance metadata service would be (169.254.169.254, or AWS's fd00:ec2::254)
+METADATA_ADDRESSES = ("169.254.77.2", "fd00:ec2::254")
 GREETER = '''import socket
-server = socket.create_server(("0.0.0.0", 0))
+server = socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True)
 print(server.getsockname()[1], flush=True)
 while True:
     conn, _ = server.accept()

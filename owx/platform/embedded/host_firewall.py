@@ -9,14 +9,16 @@ address of this machine (all of them leave through ``lo``; IPv4 and IPv6) is ref
 connection at once (ECONNREFUSED), anything else when it is sent (EPERM), unless it goes to an
 open TCP port. Open are the gateway's own listeners (``__OW_API_HOST``), a configured Canary
 store's port, and ``sandbox.host_ports``. Of other machines, the link-local ones (169.254.0.0/16)
-are refused too: there a cloud's instance metadata service hands out the machine's credentials.
+and ``fd00:ec2::254`` are refused too: there a cloud's instance metadata service hands out the
+machine's credentials.
 Traffic to other machines is otherwise untouched. The next holder of a block replaces a table its
 dead predecessor left.
 
 Docker containers (blackbox actions, the ``docker`` platform kind) have network namespaces of their
 own, on the instance's own Docker network (bridge ``owxd<first uid>``, no traffic between its
 containers): what they send to this machine through that bridge is refused the same way, except
-replies to the gateway's own connections, and their packets to 169.254.0.0/16 are not forwarded.
+replies to the gateway's own connections, and their packets to the metadata addresses are not
+forwarded.
 
 What ports cannot describe: abstract Unix sockets, closed by the sandbox's Landlock scope (Linux
 6.12 and later; on an older kernel they stay reachable, and the platform logs so at start), and
@@ -34,6 +36,7 @@ from collections.abc import Iterable
 from owx.platform.embedded.uid_block import UidBlock
 
 log = logging.getLogger(__name__)
+METADATA_V6 = "fd00:ec2::254"  # AWS's instance metadata over IPv6; over IPv4 every cloud's is in 169.254.0.0/16
 
 
 class FirewallError(RuntimeError):
@@ -59,6 +62,8 @@ table inet {self.table} {{
     oifname "lo" meta skuid {uids} reject
     ip daddr 169.254.0.0/16 meta skuid {uids} meta l4proto tcp reject with tcp reset
     ip daddr 169.254.0.0/16 meta skuid {uids} reject
+    ip6 daddr {METADATA_V6} meta skuid {uids} meta l4proto tcp reject with tcp reset
+    ip6 daddr {METADATA_V6} meta skuid {uids} reject
   }}
   chain input {{
     type filter hook input priority filter; policy accept;
@@ -70,6 +75,7 @@ table inet {self.table} {{
   chain forward {{
     type filter hook forward priority filter; policy accept;
     iifname "{bridge}" ip daddr 169.254.0.0/16 reject
+    iifname "{bridge}" ip6 daddr {METADATA_V6} reject
   }}
 }}
 """)
