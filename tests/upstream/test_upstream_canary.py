@@ -41,7 +41,7 @@ def _kill_container(name: str) -> int:
     for group in Path("/sys/fs/cgroup").glob(f"**/{name}"):
         try:
             pids = (group / "cgroup.procs").read_text().split()
-        except FileNotFoundError:
+        except OSError:  # ENOENT once it is gone, ENODEV while it is being removed
             continue
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -61,7 +61,8 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
     assert http.put(wrapper.api(f"actions/{name}"), json={
         "exec": {"kind": "python:3", "code": STATEFUL},
         "annotations": [{"key": "canary", "value": {"checkpoint": "explicit"}}]}).ok
-    activation_id = http.post(wrapper.api(f"actions/{name}"), json={"steps": 40}).json()["activationId"]
+    # 40 steps of 0.5 s: the kill lands mid-run even when the whole suite delays this test's polling by seconds
+    activation_id = http.post(wrapper.api(f"actions/{name}"), json={"steps": 40, "delay": 0.5}).json()["activationId"]
     store_url = f"{redis.url}?blobs={workdir / 'blobs'}"
     with open_checkpoint_store(store_url) as store:
         deadline = time.monotonic() + 180  # a loaded machine (the whole suite) may start it late
@@ -74,6 +75,7 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
             http.get(wrapper.api(f"activations/{activation_id}")).text[:500],
             (wrapper.data_dir / "gateway.log").read_text()[-2000:])
         killed = latest.values["container"]
+        assert latest.seq < 40, f"the activation ended before the test killed it (first seen at step {latest.seq})"
     assert _kill_container(killed), (  # the stand-in OpenWhisk's container
         f"no processes of container {killed}", http.get(wrapper.api(f"activations/{activation_id}")).text[:500],
         (wrapper.data_dir / "gateway.log").read_text()[-2000:], (upstream.data_dir / "gateway.log").read_text()[-2000:])
