@@ -27,6 +27,7 @@ from tests.fixtures.sockets import listening
 
 import owx
 from owx.common.cgroups import Cgroup
+from owx.thorn import netns
 
 REFUSED = {"ENOENT", "EACCES", "EPERM", "EROFS", "ESRCH", "ECONNREFUSED", "ENOTDIR"}
 
@@ -432,19 +433,20 @@ def _primary_address() -> str:
 def _other_machine():
     """Another machine on the network: a network namespace behind a veth, greeting whoever connects to
     the (address, port) yielded, or to that port of its metadata addresses (``METADATA_ADDRESSES``)."""
-    name = f"owxo{secrets.token_hex(3)}"
+    name = f"{netns.PREFIX}o{secrets.token_hex(3)}"
     host_side, address = f"{name}h", "10.231.77.2"
-    commands = [f"ip netns add {name}", f"ip link add {host_side} type veth peer name eth0 netns {name}",
-                f"ip addr add 10.231.77.1/30 dev {host_side}", f"ip link set {host_side} up",
-                f"ip addr add 169.254.77.1/30 dev {host_side}", f"ip addr add fd00:ec2::1/64 dev {host_side} nodad",
-                f"ip -n {name} addr add {address}/30 dev eth0", f"ip -n {name} link set eth0 up",
-                f"ip -n {name} addr add {METADATA_ADDRESSES[0]}/30 dev eth0",
-                f"ip -n {name} addr add {METADATA_ADDRESSES[1]}/64 dev eth0 nodad"]
+    on_host = [f"link add {host_side} type veth peer name eth0 netns {name}", f"link set {host_side} up",
+               f"addr add 10.231.77.1/30 dev {host_side}", f"addr add 169.254.77.1/30 dev {host_side}",
+               f"addr add fd00:ec2::1/64 dev {host_side} nodad"]
+    inside = [f"addr add {address}/30 dev eth0", f"addr add {METADATA_ADDRESSES[0]}/30 dev eth0",
+              f"addr add {METADATA_ADDRESSES[1]}/64 dev eth0 nodad", "link set eth0 up"]
     try:
-        for command in commands:
-            subprocess.run(command.split(), check=True, capture_output=True)
-        server = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", GREETER],
-                                  stdout=subprocess.PIPE, text=True)
+        netns.create(name)
+        for command in on_host:
+            netns.run(None, ["ip", *command.split()])
+        for command in inside:
+            netns.run(name, ["ip", *command.split()])
+        server = subprocess.Popen(netns.wrap(name, [sys.executable, "-c", GREETER]), stdout=subprocess.PIPE, text=True)
         port = int(server.stdout.readline())
         try:
             yield [address, port]
@@ -452,8 +454,8 @@ def _other_machine():
             server.kill()
             server.wait()
     finally:
-        subprocess.run(["ip", "link", "del", host_side], capture_output=True)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        netns.run(None, ["ip", "link", "del", host_side], check=False)
+        netns.remove(name)
 
 
 # where a cloud's instance metadata service would be (169.254.169.254, or AWS's fd00:ec2::254)

@@ -56,9 +56,10 @@ def store_ports(url: str) -> list[int]:
     if parts.scheme in ("redis", "rediss"):
         return [parts.port or REDIS_PORT]
     if parts.scheme == "ignite":
-        hosts = parts.netloc.rpartition("@")[2]
-        ports = (host.rpartition(":")[2] for host in hosts.split(","))
-        return [int(port) for port in ports if port.isdigit()]
+        try:
+            return [port for _, port in _ignite_nodes(parts.netloc.rpartition("@")[2])]
+        except BadStoreURL:  # the store says so when it is opened
+            return []
     return []
 
 
@@ -95,13 +96,19 @@ def _ignite(parts, options: StoreOptions) -> KV:
     from owx.canary.checkpoint.kv_ignite import IgniteKV
 
     credentials, _, hosts = parts.netloc.rpartition("@")
+    nodes = _ignite_nodes(hosts)
+    if not nodes:
+        raise BadStoreURL(f"ignite store URL needs at least one host:port, got {urlunsplit(parts)!r}")
+    username, _, password = credentials.partition(":")
+    return IgniteKV(nodes, options.cache, options.timeout, unquote(username) or None, unquote(password) or None)
+
+
+def _ignite_nodes(hosts: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port]`` as (host, port) pairs."""
     nodes = []
     for host in filter(None, hosts.split(",")):
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit():
             raise BadStoreURL(f"ignite store URL needs host:port nodes, got {host!r}")
         nodes.append((name, int(port)))
-    if not nodes:
-        raise BadStoreURL(f"ignite store URL needs at least one host:port, got {urlunsplit(parts)!r}")
-    username, _, password = credentials.partition(":")
-    return IgniteKV(nodes, options.cache, options.timeout, unquote(username) or None, unquote(password) or None)
+    return nodes

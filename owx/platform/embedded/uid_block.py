@@ -12,13 +12,13 @@ from __future__ import annotations
 import fcntl
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from owx.platform.embedded.instance import RUN_DIR
 from owx.platform.interface import PlatformUnavailable
 from owx.platform.settings import SandboxSettings
 
 BLOCK_UIDS = 4096  # containers one instance can have at once
-LOCK_DIR = Path("/run/owx/uid-blocks")
+LOCK_DIR = RUN_DIR / "uid-blocks"
 
 
 @dataclass(frozen=True)
