@@ -147,7 +147,7 @@ def attach_directory(tree_fd: int, path: str, mount_points: list[str]) -> None:
 
 def become(plan: ContainerPlan, tenant: Tenant) -> None:
     """Drop to the tenant for good: uid, gid, no capabilities, no new privileges, a Landlock domain
-    (no abstract Unix socket or signal beyond the container), the syscall filter."""
+    (no TCP port bound, no abstract Unix socket or signal beyond the container), the syscall filter."""
     if plan.uid <= 0 or tenant.gid <= 0:
         raise ValueError("a container never runs as root")
     kernel.prctl(kernel.PR_SET_NO_NEW_PRIVS, 1)
@@ -158,6 +158,17 @@ def become(plan: ContainerPlan, tenant: Tenant) -> None:
     if os.getuid() == 0 or os.geteuid() == 0:
         raise OSError("the uid did not change")
     os.umask(UMASK)
-    if kernel.landlock_abi() >= kernel.LANDLOCK_SCOPES_ABI:  # older kernels: see HostFirewall's docstring
-        kernel.landlock_scope(kernel.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | kernel.LANDLOCK_SCOPE_SIGNAL)
+    _enter_landlock_domain()
     kernel.install_seccomp(tenant_filter())
+
+
+def _enter_landlock_domain() -> None:
+    """No TCP port bound (the runtime's listener is inherited; a bound port could only squat a host
+    service's port, the firewall's open ports above all), no abstract Unix socket or signal beyond the
+    container. What an older kernel lacks is left out (the platform warns at start)."""
+    abi = kernel.landlock_abi()
+    no_bind = kernel.LANDLOCK_ACCESS_NET_BIND_TCP if abi >= kernel.LANDLOCK_NET_ABI else 0
+    scopes = (kernel.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | kernel.LANDLOCK_SCOPE_SIGNAL
+              if abi >= kernel.LANDLOCK_SCOPES_ABI else 0)
+    if no_bind or scopes:
+        kernel.landlock_restrict(no_bind, scopes)

@@ -49,6 +49,8 @@ LANDLOCK_CREATE_RULESET_VERSION = 0x1
 LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET = 0x1
 LANDLOCK_SCOPE_SIGNAL = 0x2
 LANDLOCK_SCOPES_ABI = 6  # the first Landlock ABI (Linux 6.12) with scopes
+LANDLOCK_ACCESS_NET_BIND_TCP = 0x1
+LANDLOCK_NET_ABI = 4  # the first Landlock ABI (Linux 6.7) with network rights
 
 # Calls glibc 2.36 has no wrapper for. The numbers of the newer ones are the same on every architecture.
 _SYSCALLS = {
@@ -153,17 +155,19 @@ def landlock_abi() -> int:
         return 0
 
 
-def landlock_scope(scopes: int) -> None:
-    """Confine the caller and its future children to a Landlock domain with these scopes (no file or
-    network rules): with ``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`` it cannot connect to an abstract Unix
-    socket made outside the domain, with ``LANDLOCK_SCOPE_SIGNAL`` it cannot signal a process outside
-    it. Needs no_new_privs (or CAP_SYS_ADMIN)."""
+def landlock_restrict(handled_access_net: int, scoped: int) -> None:
+    """Confine the caller and its future children to a Landlock domain that denies the network rights
+    in ``handled_access_net`` (no rule grants any back: ``LANDLOCK_ACCESS_NET_BIND_TCP`` and it binds
+    no TCP port) and has the ``scoped`` scopes (``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``: it cannot
+    connect to an abstract Unix socket made outside the domain; ``LANDLOCK_SCOPE_SIGNAL``: it cannot
+    signal a process outside it). File access is not restricted. Needs no_new_privs (or
+    CAP_SYS_ADMIN)."""
 
     class _Ruleset(ctypes.Structure):
         _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
                     ("scoped", ctypes.c_uint64)]
 
-    ruleset = _Ruleset(0, 0, scopes)
+    ruleset = _Ruleset(0, handled_access_net, scoped)
     fd = _syscall("landlock_create_ruleset", ctypes.byref(ruleset), ctypes.c_size_t(ctypes.sizeof(ruleset)),
                   ctypes.c_uint32(0))
     try:

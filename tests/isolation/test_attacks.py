@@ -420,6 +420,29 @@ def test_no_service_of_this_machine_but_the_gateway_is_reachable_and_other_machi
         sock.close()
 
 
+SQUAT = ATTEMPT + '''
+def main(args):
+    outcomes = {}
+    for host, port in args["ports"]:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        outcomes["bind %s %d" % (host, port)] = attempt(lambda: sock.bind((host, port)))
+        sock.close()
+    return outcomes
+'''
+
+
+def test_no_port_of_this_machine_can_be_squatted(instance):
+    """An action binds no TCP port, so it cannot take over the port of an open service that is down
+    (the gateway's or the Canary store's): other tenants' calls to it would reach the attacker."""
+    freed = [listening(socket.AF_INET, "127.0.0.1"), listening(socket.AF_INET6, "::1")]
+    ports = [sock.getsockname()[:2] for sock in freed]
+    for sock in freed:
+        sock.close()  # a service that went down
+    ports += [("0.0.0.0", ports[0][1]), ("127.0.0.1", 0), ("::", 0)]
+    outcomes = instance.attacker.run(SQUAT, ports=ports)
+    assert len(outcomes) == 5 and not_refused(outcomes) == {}, outcomes
+
+
 def _primary_address() -> str:
     """This machine's address on its default route (no packet is sent)."""
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -21,9 +21,10 @@ replies to the gateway's own connections, and their packets to the metadata addr
 forwarded.
 
 What ports cannot describe: abstract Unix sockets, closed by the sandbox's Landlock scope (Linux
-6.12 and later; on an older kernel they stay reachable, and the platform logs so at start), and
-TCP between an action's own processes over loopback, refused like any other local traffic (they
-talk over pipes or Unix sockets in /tmp).
+6.12 and later), and an open port whose service is down, which an action binding it would squat:
+the sandbox's Landlock domain binds no TCP port (Linux 6.7 and later). On an older kernel these stay
+open, and the platform logs so at start. TCP between an action's own processes over loopback is
+refused like any other local traffic (they talk over pipes or Unix sockets in /tmp).
 """
 
 from __future__ import annotations

@@ -51,9 +51,7 @@ class EmbeddedPlatform(Platform):
         try:
             if self.uid_block is not None:
                 self.firewall = HostFirewall(self.uid_block, settings.sandbox.host_ports)
-                if kernel.landlock_abi() < kernel.LANDLOCK_SCOPES_ABI:
-                    log.warning("this kernel has no Landlock scopes (Linux 6.12): actions can reach the abstract "
-                                "Unix sockets of this machine")
+                _warn_of_missing_landlock(kernel.landlock_abi())
             for index in range(settings.nodes):
                 name = f"node{index}"
                 self._nodes[name] = Node(name, f"{self.instance.cgroup_root}/{name}", self.backends.for_kind,
@@ -157,3 +155,13 @@ class EmbeddedPlatform(Platform):
         warm = [node for node in live if node.pool.has_idle_warm(spec.key)]
         return min(warm or live, key=Node.load, default=None)
 
+
+
+def _warn_of_missing_landlock(abi: int) -> None:
+    """Log what the sandbox cannot close on a kernel of this Landlock ABI."""
+    if abi < kernel.LANDLOCK_NET_ABI:
+        log.warning("this kernel has no Landlock network rights (Linux 6.7): actions can bind TCP ports of "
+                    "this machine, and squat an open port whose service is down")
+    if abi < kernel.LANDLOCK_SCOPES_ABI:
+        log.warning("this kernel has no Landlock scopes (Linux 6.12): actions can reach the abstract "
+                    "Unix sockets of this machine")
