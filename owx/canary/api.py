@@ -25,7 +25,7 @@ from owx.canary.tables import PLATFORM_NS, TABLES
 from owx.gateway.api.request_args import caller, gateway, model, namespace, paging
 from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.names import parse_relative
-from owx.gateway.pipeline.records import new_id
+from owx.gateway.ids import new_id
 
 blueprint = Blueprint("canary", __name__, url_prefix="/api/v1/namespaces/<ns>/canary")
 MAX_JOB_FUNCTIONS = 1000

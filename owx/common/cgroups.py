@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import threading
 import time
@@ -75,6 +76,9 @@ def _read(path: Path) -> str:
             return handle.read()
     except OSError as exc:
         raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+
+
+_OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
 
 
 def _keyed(text: str) -> dict[str, int]:
@@ -262,9 +266,9 @@ class Cgroup:
 
     def oom_kills(self) -> int:
         """The kernel's OOM kill count of this group (one file read, for every activation)."""
-        if is_v2():
-            return _keyed(self._stat("memory", "memory.events")).get("oom_kill", 0)
-        return _keyed(self._stat("memory", "memory.oom_control")).get("oom_kill", 0)
+        text = self._stat("memory", "memory.events" if is_v2() else "memory.oom_control")
+        found = _OOM_KILL.search(text)
+        return int(found.group(1)) if found else 0
 
     def memory_peak(self) -> int:
         """The group's memory high-water mark in bytes (v2 without ``memory.peak``: the usage now)."""

@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 from owx.gateway import errors
 from owx.gateway.api import actions, activations, info, metrics, openapi, packages, rules, triggers, web
 from owx.gateway.errors import ApiError
-from owx.gateway.pipeline.records import new_id
+from owx.gateway.ids import new_id
 from owx.gateway.service import Gateway
 from owx.gateway.stores import StoreUnavailable
 

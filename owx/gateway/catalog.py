@@ -19,7 +19,6 @@ from owx.gateway import errors
 from owx.gateway.action_limits import effective, merge_limits
 from owx.gateway.entitlement import PACKAGES, Entitlement, PackageGrant
 from owx.gateway.errors import ApiError, bad_request, forbidden, not_found
-from owx.gateway.inline import require_thread
 from owx.gateway.models import MAX_SEQUENCE_LENGTH, PYTHON_KINDS, ActionBody, ExecBody, KeyValue, PackageBody
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, parse_fqn
 from owx.gateway.settings import ActionLimits
@@ -134,7 +133,7 @@ class Catalog:
         self.configured_limits = limits
         self.platform = platform
         self.access = Entitlement(store)
-        self._resolved: dict[tuple[str, str], ResolvedAction] = {}
+        self._resolved: dict[tuple[str, EntityPath], ResolvedAction] = {}
         self._lock = threading.Lock()
 
     @property
@@ -304,11 +303,9 @@ class Catalog:
         activation may use and whether it gets the caller's key: always name the invoking namespace.
 
         For a sequence, the caller must be entitled to every component, as OpenWhisk checks."""
-        key = (caller, str(path))
-        cached = self._resolved.get(key)
-        if cached and time.monotonic() - cached.resolved_at < RESOLVE_TTL_S:
+        cached = self.resolved(path, caller)
+        if cached is not None:
             return cached
-        require_thread()
         grant = self.access.use_action(caller, path)
         namespace, _, relative = self._source(path, grant)
         entity = self.store.get(namespace, ACTIONS, relative)
@@ -325,8 +322,16 @@ class Catalog:
             located, doc, entity.rev, caller, params_dict(parameters, init=False), time.monotonic(),
             f"{path.namespace}/{path.package}" if grant and grant.is_binding else None, params_dict(parameters, init=True))
         with self._lock:
-            self._resolved[key] = resolved
+            self._resolved[(caller, path)] = resolved
         return resolved
+
+    def resolved(self, path: EntityPath, caller: str) -> ResolvedAction | None:
+        """:meth:`resolve` without I/O: the action if it was resolved lately, else None (call
+        :meth:`resolve` on a thread then)."""
+        cached = self._resolved.get((caller, path))
+        if cached is not None and time.monotonic() - cached.resolved_at < RESOLVE_TTL_S:
+            return cached
+        return None
 
     def _forget(self) -> None:
         """An entity changed: resolve afresh (bindings make any change reach other paths)."""

@@ -13,7 +13,6 @@ import uuid as uuidlib
 from dataclasses import dataclass
 
 from owx.gateway.errors import UNAUTHENTICATED, ApiError
-from owx.gateway.inline import require_thread
 from owx.gateway.stores import Conflict, EntityStore
 
 SYSTEM_NAMESPACE = "_system"
@@ -47,6 +46,25 @@ def unauthenticated() -> ApiError:
     return ApiError(401, UNAUTHENTICATED, {"WWW-Authenticate": 'Basic realm="owx"'})
 
 
+def _credentials(authorization: str | None) -> tuple[str, str]:
+    """(uuid, key) of a Basic ``Authorization`` header that can name a stored key, else 401."""
+    if not authorization or not authorization.startswith("Basic ") or len(authorization) > MAX_AUTH_HEADER:
+        raise unauthenticated()
+    try:
+        uuid, _, key = base64.b64decode(authorization[6:], validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise unauthenticated() from None
+    if not _UUID.fullmatch(uuid) or not _KEY.fullmatch(key):
+        raise unauthenticated()
+    return uuid, key
+
+
+def _checked(identity: Identity | None, key: str) -> Identity:
+    if identity is None or not hmac.compare_digest(identity.key.encode(), key.encode()):
+        raise unauthenticated()
+    return identity
+
+
 class Authenticator:
     """Looks callers up by the uuid of their key; creates namespaces."""
 
@@ -57,25 +75,23 @@ class Authenticator:
         self._lock = threading.Lock()
 
     def identify(self, authorization: str | None) -> Identity:
-        """The identity behind an ``Authorization: Basic ...`` header, or 401."""
-        if not authorization or not authorization.startswith("Basic ") or len(authorization) > MAX_AUTH_HEADER:
-            raise unauthenticated()
-        try:
-            uuid, _, key = base64.b64decode(authorization[6:], validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            raise unauthenticated() from None
-        if not _UUID.fullmatch(uuid) or not _KEY.fullmatch(key):
-            raise unauthenticated()
-        identity = self._lookup(uuid)
-        if identity is None or not hmac.compare_digest(identity.key.encode(), key.encode()):
-            raise unauthenticated()
-        return identity
+        """The identity behind an ``Authorization: Basic ...`` header, or 401 (may read the store)."""
+        uuid, key = _credentials(authorization)
+        return _checked(self._lookup(uuid), key)
+
+    def identify_cached(self, authorization: str | None) -> Identity | None:
+        """:meth:`identify` without I/O: the identity if its key is cached, None if the store must be
+        asked (call :meth:`identify` on a thread then), 401 when the header cannot name any key."""
+        uuid, key = _credentials(authorization)
+        cached = self._cache.get(uuid)
+        if cached is None or time.monotonic() - cached[0] >= CACHE_TTL_S:
+            return None
+        return _checked(cached[1], key)
 
     def _lookup(self, uuid: str) -> Identity | None:
         cached = self._cache.get(uuid)
         if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
             return cached[1]
-        require_thread()
         entity = self.store.get(SYSTEM_NAMESPACE, AUTH, uuid) if uuid else None
         if entity is None:
             return None

@@ -45,25 +45,47 @@ class GatewayMetrics:
         for extension in gateway.extensions.values():
             if callable(getattr(extension, "collect", None)):
                 registry.register(extension)  # type: ignore[arg-type]
+        self._children: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
+        self._requests: dict[tuple[str, str, int], Any] = {}  # routes are the app's, codes few: bounded
         gateway.invoker.record_observers.append(self.record)
         gateway.reactive.firer.observers.append(self.fired)
 
     def record(self, record: dict[str, Any]) -> None:
-        """Count one stored activation record."""
-        annotations = {a.get("key"): a.get("value") for a in record.get("annotations", ())}
-        kind = str(annotations.get("kind", "unknown"))
-        self.activations.labels(kind, record.get("response", {}).get("status", "unknown")).inc()
-        self.duration.labels(kind).observe(max(0, record.get("duration") or 0) / 1000)
-        self.wait.labels(kind).observe(max(0, annotations.get("waitTime") or 0) / 1000)
-        if annotations.get("initTime") is not None:
-            self.init.labels(kind).observe(max(0, annotations["initTime"]) / 1000)
+        """Count one stored activation record (on every activation's path: the labelled children are
+        looked up once per kind and outcome)."""
+        kind, wait_ms, init_ms = "unknown", 0, None
+        for annotation in record.get("annotations", ()):
+            key = annotation.get("key")
+            if key == "kind":
+                kind = str(annotation.get("value"))
+            elif key == "waitTime":
+                wait_ms = annotation.get("value") or 0
+            elif key == "initTime":
+                init_ms = annotation.get("value")
+        status = record.get("response", {}).get("status", "unknown")
+        counted, duration, wait, init = self._children.get((kind, status)) or self._child(kind, status)
+        counted.inc()
+        duration.observe(max(0, record.get("duration") or 0) / 1000)
+        wait.observe(max(0, wait_ms) / 1000)
+        if init_ms is not None:
+            init.observe(max(0, init_ms) / 1000)
+
+    def _child(self, kind: str, status: str) -> tuple[Any, Any, Any, Any]:
+        children = (self.activations.labels(kind, status), self.duration.labels(kind), self.wait.labels(kind),
+                    self.init.labels(kind))
+        self._children[kind, status] = children
+        return children
 
     def fired(self, _namespace: str, rules_activated: int) -> None:
         self.fires.inc()
         self.rule_activations.inc(rules_activated)
 
     def request(self, method: str, route: str, code: int, seconds: float) -> None:
-        self.requests.labels(method, route, str(code)).observe(seconds)
+        key = (method, route, code)
+        child = self._requests.get(key)
+        if child is None:
+            child = self._requests[key] = self.requests.labels(method, route, str(code))
+        child.observe(seconds)
 
 
 class _StateCollector:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from owx.gateway.errors import ApiError, too_big
-from owx.gateway.jsonvalues import encoded_size
+from owx.common.jsonvalues import encoded_size
 from owx.gateway.names import check_name, check_namespace
 from owx.gateway.stores import MAX_DOC_BYTES
 

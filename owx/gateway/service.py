@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from flask import Flask
 
+from owx.common.eventloop import EventLoopThread
 from owx.gateway import extensions as extension_registry
 from owx.gateway.catalog import Catalog
 from owx.gateway.extensions import Extension
@@ -23,18 +24,20 @@ log = logging.getLogger(__name__)
 
 
 class Gateway:
-    """Everything a request handler needs; one per process."""
+    """Everything a request handler needs; one per process. Its event loop serves HTTP, runs warm
+    activations and reads containers' output (:mod:`owx.common.eventloop`)."""
 
     def __init__(self, settings: Settings, entities: EntityStore, activations: ActivationStore,
-                 platform: Platform) -> None:
+                 platform: Platform, loop: EventLoopThread) -> None:
         self.settings = settings
         self.entities = entities
         self.activations = activations
         self.platform = platform
+        self.loop = loop
         self.auth = Authenticator(entities)
         self.catalog = Catalog(entities, settings.limits, platform)
         self.throttle = Throttle(settings.gateway.invocations_per_minute, settings.gateway.concurrent_invocations)
-        self.invoker = Invoker(settings, self.catalog, activations, platform, self.throttle)
+        self.invoker = Invoker(settings, self.catalog, activations, platform, self.throttle, loop)
         self.reactive = Reactive(self)
         self.metrics: GatewayMetrics | None = None  # made in open(), once the extensions are attached
         self.extensions: dict[str, Extension] = {}
@@ -46,7 +49,15 @@ class Gateway:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings.data_dir.chmod(0o700)  # keys, code and activations: the owner's only
         entities, activations = open_stores(settings)
-        gateway = cls(settings, entities, activations, open_platform(settings))
+        loop = EventLoopThread("owx-loop")
+        try:
+            platform = open_platform(settings, loop)
+        except BaseException:
+            loop.close()
+            activations.close()
+            entities.close()
+            raise
+        gateway = cls(settings, entities, activations, platform, loop)
         try:
             for extension in extension_registry.load(settings.extensions):
                 extension.init_app(gateway)
@@ -71,5 +82,6 @@ class Gateway:
         for extension in reversed(list(self.extensions.values())):
             extension.close()
         self.platform.close()
+        self.loop.close()
         self.activations.close()
         self.entities.close()

@@ -51,9 +51,8 @@ class GatewaySettings(BaseModel):
     tls_cert: Path | None = Field(None, description="the server certificate (PEM); unset: a self-signed one "
                                   "made in <data dir>/tls on first start")
     tls_key: Path | None = Field(None, description="the key of tls_cert (PEM)")
-    http_threads: int = Field(32, ge=1, le=1024, description="threads serving the REST API (never held by waits)")
-    inline_invokes: bool = Field(True, description="an invoke with a small body runs its view on the event loop "
-                                 "when it needs no I/O (caller and action cached), else on one of http_threads")
+    http_threads: int = Field(32, ge=1, le=1024, description="threads serving the REST API's Flask views and "
+                              "what an invoke must read from the store (never held by waits)")
     defer_waits: bool = Field(True, description="blocking waits hand their thread back to the server; off, a "
                               "waiting request holds one of http_threads as on a plain WSGI server (a benchmark control)")
     public_url: str | None = Field(None, description="where clients and actions reach the gateway "
@@ -63,14 +62,11 @@ class GatewaySettings(BaseModel):
     couchdb_prefix: str = "owx_"
     default_namespace: str = "guest"
     blocking_wait_s: float = Field(60.0, gt=0, description="a blocking invoke answers 202 after this")
-    store_wait_s: float = Field(30.0, gt=0, description="how long a 202 waits for the activation store to make "
-                                "its activation durable; past it the answer is 503 (the activation may still "
-                                "run, and is recorded once the store takes it)")
     max_payload_bytes: int = Field(1024 * 1024, gt=0)
     invocations_per_minute: int = Field(6000, ge=1)
     concurrent_invocations: int = Field(500, ge=1)
-    workers: int = Field(256, ge=2, le=4096, description="threads running activations (a namespace takes at "
-                         "most half); more activations queue, fairly by namespace")
+    workers: int = Field(256, ge=2, le=4096, description="activations running at once (a namespace takes at "
+                         "most half; those that need a thread take one each); more queue, fairly by namespace")
     shutdown_grace_s: float = Field(5.0, ge=0, description="on SIGTERM, how long running activations may finish "
                                     "before they are recorded as failed")
     trigger_fires_per_minute: int = Field(60, ge=1, description="trigger fires a namespace may make per minute "

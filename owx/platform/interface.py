@@ -15,8 +15,9 @@ tells listeners about its containers. Two abilities are optional and typed as su
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from owx.platform.ledger import MemoryLedger
 from owx.platform.types import (
@@ -98,6 +99,12 @@ class Platform(ABC):
             claim: str | None = None) -> RunOutcome:
         """Run one activation to its outcome (never raises for action failures). ``node`` pins the
         node (Canary's placement), ``claim`` a replica taken with ``replicas.claim``."""
+
+    def run_warm(self, spec: ActionSpec, request: RunRequest) -> Coroutine[Any, Any, RunOutcome] | None:
+        """If an idle warm container of ``spec`` can take ``request`` at once, take it and return the
+        run to await on the platform's event loop (call from that loop); else None, and the caller uses
+        :meth:`run` on a thread. Platforms without containers of their own always say None."""
+        return None
 
     @abstractmethod
     def nodes(self) -> list[NodeInfo]: ...

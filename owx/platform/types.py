@@ -95,6 +95,7 @@ class RunOutcome:
     memory_peak_bytes: int | None = None
     failure: Literal["timeout", "oom", "exited", "init", None] = None
     annotations: list[dict[str, Any]] = field(default_factory=list)  # extra record annotations (e.g. Canary's)
+    checked: bool = False  # ``result`` is known to be storable JSON (parsed strictly): no need to walk it
 
     @property
     def duration_ms(self) -> int:

@@ -1,8 +1,10 @@
 """The anchors ``owx bench invoke`` is judged against, each a server process of its own on this machine:
-a Flask "hello" POST on waitress, on granian (a Rust WSGI server) and on the server owx uses
-(uvicorn with owx's ASGI bridge); a warm action runtime answering ``/run`` directly; and a Flask
-"forward" on granian: each POST passes its body to that runtime's ``/run`` on a kept-alive
-connection and answers the result (the least a gateway on Flask does per invocation)."""
+a Flask "hello" POST on waitress, on granian (a Rust WSGI server) and on the server owx uses (owx's
+own HTTP/1.1 server with its bridge to Flask); a warm action runtime answering ``/run`` directly; a
+Flask "forward" on granian: each POST passes its body to that runtime's ``/run`` on a kept-alive
+connection and answers the result (the least a gateway on Flask does per invocation); and the same
+JSON hello without Flask on owx's server and on uvicorn (httptools, uvloop), which shows what owx's
+server saves per request over the usual asyncio server (why owx has one of its own)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import orjson
 import requests
 from flask import Flask, jsonify, request
 
+from owx.gateway.http.messages import Request, Response, json_response
+
 SERVERS = ("waitress", "granian", "owx-server")
+NATIVE_SERVERS = ("owx-native", "uvicorn-native")  # the hello without Flask
 app = Flask("hello")
 forwarder = Flask("forward")
 RUN_URL_ENV = "OWX_BENCH_RUN_URL"
@@ -61,7 +67,8 @@ def free_port() -> int:
 
 @contextmanager
 def hello_server(kind: str) -> Iterator[str]:
-    """A Flask hello served by ``kind`` in its own process; yields its URL."""
+    """A hello served by ``kind`` (``SERVERS``: Flask's; ``NATIVE_SERVERS``: without it) in its own
+    process; yields its URL."""
     port = free_port()
     if kind == "granian":
         command = [sys.executable, "-m", "granian", "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port),
@@ -109,13 +116,29 @@ def _serve(kind: str, port: int) -> None:
         from waitress import serve
 
         serve(app, host="127.0.0.1", port=port, threads=16, _quiet=True)
-        return
-    import uvicorn
+    elif kind == "uvicorn-native":
+        import uvicorn
 
-    from owx.gateway.asgi import FlaskOnAsgi
+        uvicorn.run(_asgi_hello, host="127.0.0.1", port=port, http="httptools", loop="uvloop", lifespan="off",
+                    access_log=False, log_level="warning")
+    else:
+        from owx.gateway.http import serve_forever
+        from owx.gateway.http.wsgi import WsgiBridge
 
-    uvicorn.run(FlaskOnAsgi(app.wsgi_app, 32, 1 << 20), host="127.0.0.1", port=port, http="httptools",
-                loop="uvloop", lifespan="off", access_log=False, log_level="warning")
+        serve_forever(_native_hello if kind == "owx-native" else WsgiBridge(app.wsgi_app, 32), "127.0.0.1", port)
+
+
+async def _native_hello(request: Request) -> Response:
+    """The hello without Flask, as owx's invoke endpoint is served."""
+    body = orjson.loads(request.body or b"{}")
+    return json_response({"hello": body.get("n", 0)})
+
+
+async def _asgi_hello(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
+    """The hello as a plain ASGI application."""
+    body = orjson.loads((await receive()).get("body") or b"{}")
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": orjson.dumps({"hello": body.get("n", 0)})})
 
 
 if __name__ == "__main__":

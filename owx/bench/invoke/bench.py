@@ -4,7 +4,8 @@ Everything runs in this run, on this machine, each server in a process of its ow
 figure comes from wrk (another process, the client's clock):
 
 - anchors: a Flask "hello" POST on waitress, on granian (WSGI) and on the server owx uses
-  (uvicorn + owx's ASGI bridge), at 1, 4 and 64 connections; a warm action runtime answering
+  (its own, with its bridge to Flask), at 1, 4 and 64 connections; the same hello without Flask on
+  owx's server and on uvicorn, at 1 and 4 (what owx's server saves); a warm action runtime answering
   ``/run`` directly; the c1 floor: the hello on granian plus a direct ``/run``, at p50, over
   the direct ``/run`` (a gateway on Flask serves one such request and makes one such call per
   invocation, so its c1 ratio cannot go much below this; printed beside the goal, not a goal);
@@ -47,7 +48,7 @@ from pathlib import Path
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from owx.bench.invoke.anchors import SERVERS, forward_server, free_port, hello_server, run_payload
+from owx.bench.invoke.anchors import NATIVE_SERVERS, SERVERS, forward_server, free_port, hello_server, run_payload
 from owx.bench.invoke.coldstart import measure_cold_start
 from owx.bench.invoke.fairness import measure_fairness
 from owx.bench.invoke.flood import flood, settled_count
@@ -82,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
                                                body=body)
                 report.figure(f"Flask hello on {kind}, c{connections}", round(hello[kind, connections].rate), "req/s")
             report.figure(f"Flask hello on {kind}, c1, p50", hello[kind, 1].p50_ms, "ms")
+    native: dict[tuple[str, int], WrkResult] = {}
+    for kind in NATIVE_SERVERS:
+        with hello_server(kind) as url:
+            for connections in (1, 4):
+                native[kind, connections] = wrk(url, connections=connections, seconds=args.seconds, method="POST",
+                                                body=body)
+            report.figure(f"hello without Flask on {kind}, c1, p50", native[kind, 1].p50_ms, "ms")
+            report.figure(f"hello without Flask on {kind}, c4", round(native[kind, 4].rate), "req/s")
+    report.figure("hello without Flask, c1 p50: owx's server / uvicorn",
+                  round(native["owx-native", 1].p50_ms / native["uvicorn-native", 1].p50_ms, 2), "x")
     with _direct_runtime() as run_url:
         direct = wrk(run_url, connections=1, seconds=args.seconds, method="POST", body=_run_body())
         with forward_server(run_url) as (forward_url, forward_pid):

@@ -1,22 +1,15 @@
-"""``/api/v1/namespaces/{ns}/actions``: create, read, update, list, delete and invoke."""
+"""``/api/v1/namespaces/{ns}/actions``: create, read, update, list and delete (invoke is
+:mod:`owx.gateway.api.invoke`, served on the event loop)."""
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, json_object, model, paging
-from owx.gateway.deferred import Deferred, accepted, defer, json_response
+from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, model, paging
 from owx.gateway.models import ActionBody
 from owx.gateway.names import check_name, parse_relative
-from owx.gateway.pipeline.invoke import Completion
 
 blueprint = Blueprint("actions", __name__, url_prefix="/api/v1/namespaces/<ns>/actions")
-ACTIVATION_HEADER = "x-openwhisk-activation-id"
-INLINE_MAX_BODY_BYTES = 16 * 1024  # parsing more on the event loop would hold up other requests' I/O
-_INVOKE_PATH = re.compile(r"/api/v1/namespaces/[^/]+/actions/.+")
 
 
 @blueprint.get("")
@@ -56,29 +49,3 @@ def put_action(ns: str, name: str):
 def delete_action(ns: str, name: str):
     """Delete an action; answers the deleted record."""
     return jsonify(gateway().catalog.delete_action(caller().namespace, parse_relative(any_namespace(ns), name)))
-
-
-def runs_inline(scope: dict[str, Any], body: bytes) -> bool:
-    """Whether the server tries this request on its event loop first (:mod:`owx.gateway.inline`):
-    an invoke with a small body."""
-    return (scope["method"] == "POST" and len(body) <= INLINE_MAX_BODY_BYTES
-            and _INVOKE_PATH.fullmatch(scope["path"]) is not None)
-
-
-@blueprint.post("/<path:name>")
-def invoke(ns: str, name: str):
-    """Invoke: 202 ``{activationId}`` unless ``blocking=true``; ``result=true`` answers the result only."""
-    service, identity = gateway(), caller()
-    path = parse_relative(any_namespace(ns), name)
-    blocking, result_only = flag("blocking"), flag("result")
-    params = json_object(max_bytes=service.settings.gateway.max_payload_bytes)
-    invocation = service.invoker.start(identity, service.catalog.resolve(path, identity.namespace), params)
-    headers = {ACTIVATION_HEADER: invocation.activation_id}
-    if not blocking:
-        return defer(accepted(invocation), headers)
-
-    def answer(done: Completion):
-        return json_response(done.record["response"]["result"] if result_only else done.record, done.status)
-
-    return defer(Deferred(invocation.done, answer, service.settings.gateway.blocking_wait_s, accepted(invocation)),
-                 headers)

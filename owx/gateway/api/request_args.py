@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from owx.gateway import errors
 from owx.gateway.errors import bad_request, forbidden, too_big
 from owx.gateway.identity import Identity
-from owx.gateway.jsonvalues import InvalidJson, loads
+from owx.common.jsonvalues import InvalidJson, loads
 from owx.gateway.names import check_namespace
 from owx.gateway.service import Gateway
 
@@ -51,7 +51,11 @@ def namespace(requested: str) -> str:
 
 def flag(name: str, default: bool = False) -> bool:
     """A boolean query parameter, parsed case-insensitively as OpenWhisk does."""
-    raw = request.args.get(name)
+    return boolean(name, request.args.get(name), default)
+
+
+def boolean(name: str, raw: str | None, default: bool = False) -> bool:
+    """Query parameter ``name``'s value ``raw`` (None: absent) as OpenWhisk reads a boolean; 400 otherwise."""
     if raw is None or raw == "":
         return default
     lowered = raw.lower()
@@ -96,7 +100,11 @@ def listing(collection: str, count: Callable[[], int], page: Callable[[int, int]
 def body_bytes(max_bytes: int | None = None) -> bytes:
     """The request body; 413 with OpenWhisk's message when it is longer than ``max_bytes``
     (counted as read, so a chunked body without Content-Length is held to it too)."""
-    raw = request.get_data(cache=True)
+    return bounded(request.get_data(cache=True), max_bytes)
+
+
+def bounded(raw: bytes, max_bytes: int | None) -> bytes:
+    """``raw``, or 413 with OpenWhisk's message when it is longer than ``max_bytes``."""
     if max_bytes is not None and len(raw) > max_bytes:
         raise too_big("Request", len(raw), max_bytes)
     return raw
@@ -113,7 +121,11 @@ def json_value(raw: bytes) -> Any:
 def json_object(optional: bool = True, max_bytes: int | None = None) -> dict[str, Any]:
     """The body as a JSON object (``{}`` when empty and ``optional``); 400 when malformed, 413 when
     longer than ``max_bytes``."""
-    raw = body_bytes(max_bytes)
+    return object_from(body_bytes(max_bytes), optional)
+
+
+def object_from(raw: bytes, optional: bool = True) -> dict[str, Any]:
+    """The request body ``raw`` as a JSON object (``{}`` when empty and ``optional``); 400 otherwise."""
     if not raw.strip():
         if optional:
             return {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from owx.gateway.api.actions import ACTIVATION_HEADER
+from owx.gateway.api.invoke import ACTIVATION_HEADER
 from owx.gateway.api.request_args import caller, flag, gateway, json_object, listing, model, namespace
 from owx.gateway.names import check_name
 from owx.gateway.reactive.models import TriggerBody

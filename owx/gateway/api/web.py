@@ -16,7 +16,7 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from owx.gateway import errors
-from owx.gateway.api.actions import ACTIVATION_HEADER
+from owx.gateway.api.invoke import ACTIVATION_HEADER
 from owx.gateway.api.request_args import body_bytes, gateway, json_value
 from owx.gateway.catalog import annotation
 from owx.gateway.deferred import Deferred, accepted, defer, json_response
@@ -101,8 +101,8 @@ def web_action(ns: str, package: str, rest: str):
             raise ApiError(code, message if isinstance(message, str) else json.dumps(message))
         return _respond(extension, result)
 
-    return defer(Deferred(invocation.done, answer, service.settings.gateway.blocking_wait_s, accepted(invocation)),
-                 headers)
+    return defer(Deferred(invocation.done, answer, service.settings.gateway.blocking_wait_s,
+                          accepted(invocation.activation_id)), headers)
 
 
 def _respond(extension: str, result: Any) -> Response:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
 from owx.gateway.errors import TOO_MANY_CONCURRENT, TOO_MANY_REQUESTS, ApiError, bad_request
 
@@ -20,20 +19,28 @@ WINDOW_S = 60
 
 
 class _RateWindow:
-    """Counts events in the last minute with one bucket per second."""
+    """Counts events in the last minute with one bucket per second (and their running total, so a
+    count costs nothing until the second changes)."""
 
     def __init__(self) -> None:
         self.buckets = [0] * WINDOW_S
         self.stamps = [0] * WINDOW_S
+        self._total = 0
+        self._total_at = 0  # the second the total is for
 
     def count(self, now_s: int) -> int:
-        return sum(n for n, stamp in zip(self.buckets, self.stamps) if now_s - stamp < WINDOW_S)
+        if now_s != self._total_at:
+            self._total = sum(n for n, stamp in zip(self.buckets, self.stamps) if now_s - stamp < WINDOW_S)
+            self._total_at = now_s
+        return self._total
 
     def add(self, now_s: int) -> None:
         slot = now_s % WINDOW_S
         if self.stamps[slot] != now_s:
             self.stamps[slot], self.buckets[slot] = now_s, 0
         self.buckets[slot] += 1
+        if now_s == self._total_at:
+            self._total += 1
 
 
 Reserve = Callable[[], bool]  # an extra all-or-nothing claim (e.g. memory on nodes); True if taken
@@ -97,10 +104,12 @@ class Throttle:
         with self._lock:
             return sum(w.count for w in self._waiting), sum(self._in_flight.values())
 
-    def release(self, namespace: str) -> None:
+    def release(self, namespace: str) -> bool:
+        """One invocation of ``namespace`` ended; True if invocations wait for admission (then call
+        :meth:`pump`, on a thread: an entry's reservation may block)."""
         with self._lock:
             self._in_flight[namespace] = max(0, self._in_flight.get(namespace, 1) - 1)
-        self.pump()
+            return bool(self._waiting)
 
     def pump(self) -> None:
         """Admit waiting entries that fit now, oldest first (call when capacity frees).
@@ -133,10 +142,3 @@ class Throttle:
             raise ApiError(429, TOO_MANY_REQUESTS.format(count=recent + count, allowed=self.per_minute))
         return window
 
-    @contextmanager
-    def admitted(self, namespace: str) -> Iterator[None]:
-        self.admit(namespace)
-        try:
-            yield
-        finally:
-            self.release(namespace)

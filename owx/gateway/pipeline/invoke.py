@@ -1,42 +1,51 @@
 """Invoke an action: admit, journal, run on the platform (or as a sequence), record durably.
 
-One straight line per activation, on a worker thread (:mod:`.workers`):
+One straight line per activation, a task on the gateway's event loop (:meth:`Invoker.submit`):
 
-1. :meth:`Invoker.start` admits it (throttles), journals it as accepted (durable before anyone
-   is answered for it: the next start records it as failed if this gateway dies) and queues it;
-2. the worker runs it on the platform (or on the runner an extension routed it to);
-3. :mod:`.records` builds its record and hands it to the store; the worker moves on, and the
-   completion resolves when the store has committed it (and dropped the journal entry): an
-   answer never names a record that could be lost.
+1. admission: the namespace's throttles (429 over them), and the activation journalled as
+   accepted (durable before anyone is answered for it: the next start records it as failed if
+   this gateway dies);
+2. a run slot (:mod:`.slots`), then the run: on an idle warm container straight from the loop,
+   else on one of the worker threads (a cold start or a wait for memory, an extension's runner, a
+   sequence);
+3. :mod:`.records` builds its record and the store makes it durable; then the activation's task
+   ends with its :class:`Completion`, and the caller may answer.
+
+A warm invocation therefore never leaves the loop's thread. Threads (web actions' views, trigger
+fires, Canary's jobs) use :meth:`Invoker.start`, the same line behind concurrent futures.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from owx.common.eventloop import EventLoopThread
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
-from owx.gateway.errors import ApiError, bad_request
+from owx.gateway.errors import SYSTEM_UNAVAILABLE, ApiError, bad_request
 from owx.gateway.identity import Identity
-from owx.gateway.inline import require_thread
+from owx.gateway.ids import new_id
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.records import ActionFacts
-from owx.gateway.pipeline.workers import FairWorkers
+from owx.gateway.pipeline.slots import RunSlots
 from owx.gateway.stores import ActivationStore
-from owx.platform.interface import PlatformError
+from owx.platform.interface import Platform, PlatformError
 from owx.platform.types import APPLICATION_ERROR, INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
 from owx.settings import Settings
 
 log = logging.getLogger(__name__)
 PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g., reserved properties)."
 DURABLE_WAIT_S = 60.0
+MAX_PLANS = 4096  # cached action revisions; the cache starts afresh beyond
 
 
 class Runner(Protocol):
@@ -65,6 +74,19 @@ class Completion:
         return cls(record, platform_status or status)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What every activation of one resolved action needs, worked out once per revision."""
+
+    runner: Runner
+    gate: Gate | None
+    spec: ActionSpec
+    facts: ActionFacts
+    on_platform: bool  # the runner is the platform itself: a warm container may take it on the loop
+    final: bool  # the action's own parameters may not be overridden (annotation ``final``)
+    gets_api_key: bool  # the caller's key goes to the action (see ``ResolvedAction.gets_api_key``)
+
+
 @dataclass
 class Activation:
     """One activation on its way through the pipeline."""
@@ -72,39 +94,35 @@ class Activation:
     id: str
     identity: Identity
     action: ResolvedAction
+    plan: Plan
     args: dict[str, Any]
     cause: str | None = None
     accepted_ms: int = field(default_factory=records.now_ms)
 
-    @property
-    def facts(self) -> ActionFacts:
-        return ActionFacts.of(self.action.doc, str(self.action.path), self.action.binding)
-
     def entry(self) -> dict[str, Any]:
-        return self.facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
+        return self.plan.facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
+
+
+class Running(NamedTuple):
+    """An admitted activation on the event loop: its id, and the task that ends with its completion."""
+
+    activation_id: str
+    done: asyncio.Task[Completion]
+
+
+class _Ran(NamedTuple):
+    outcome: RunOutcome
+    platform_status: int | None = None  # the platform could not run it at all: answer this status
+    duration_ms: int | None = None  # a sequence's: its components' together (OpenWhisk's)
 
 
 @dataclass(frozen=True)
 class Invocation:
-    """An admitted activation: ``accepted`` completes once it is journalled (durable), ``done`` once
-    its record is stored."""
+    """An admitted activation (journalled, so durable), for threads: ``done`` completes once its record
+    is stored."""
 
     activation_id: str
-    accepted: Future[None]
     done: Future[Completion]
-
-
-def _forward(outer: Future[Completion], inner: Future[Any]) -> None:
-    """Complete ``outer`` as ``inner`` ends; when ``inner`` hands on a future (a worker's run, which
-    gives the future of its committed record), follow that one in turn."""
-    if inner.cancelled():
-        outer.cancel()
-    elif inner.exception() is not None:
-        outer.set_exception(inner.exception())  # type: ignore[arg-type]
-    elif isinstance(inner.result(), Future):
-        inner.result().add_done_callback(partial(_forward, outer))
-    else:
-        outer.set_result(inner.result())
 
 
 def action_spec(resolved: ResolvedAction) -> ActionSpec:
@@ -128,21 +146,27 @@ def action_spec(resolved: ResolvedAction) -> ActionSpec:
 
 
 class Invoker:
-    """The pipeline behind ``POST .../actions/NAME``, web actions and extensions' jobs."""
+    """The pipeline behind ``POST .../actions/NAME``, web actions, trigger rules and extensions' jobs."""
 
-    def __init__(self, settings: Settings, catalog: Catalog, activations: ActivationStore, runner: Runner,
-                 throttle: Throttle) -> None:
+    def __init__(self, settings: Settings, catalog: Catalog, activations: ActivationStore, platform: Platform,
+                 throttle: Throttle, loop: EventLoopThread) -> None:
         self.settings = settings
         self.catalog = catalog
         self.activations = activations
-        self.runner = runner
+        self.runner: Runner = platform
+        self.platform = platform
         self.throttle = throttle
+        self.loop = loop
         self.max_result_bytes = settings.gateway.max_payload_bytes
         self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner, Gate | None]] = []
         self.api_host: str | None = settings.gateway.public_url  # set by the server once it listens
         workers = settings.gateway.workers
-        self._workers = FairWorkers(workers, "owx-activation", per_key=max(1, workers // 2))
+        self._slots = RunSlots(workers, max(1, workers // 2))  # on the loop
+        self._threads = ThreadPoolExecutor(workers, thread_name_prefix="owx-activation")  # a slot each at most
+        self._plans: dict[int, tuple[ResolvedAction, Plan]] = {}
         self._open: dict[str, Activation] = {}  # accepted, not yet recorded
+        self._tasks: set[asyncio.Task[Completion]] = set()
+        self._closed = threading.Event()
         self.record_observers: list[Callable[[dict[str, Any]], None]] = []  # told of every record stored (metrics)
 
     def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner, gate: Gate | None = None) -> None:
@@ -153,138 +177,147 @@ class Invoker:
         ``gate(resolved, activation_ids)`` has reserved what they need (all or nothing).
         """
         self.runners_by_annotation.append((accepts, runner, gate))
+        self._plans.clear()
 
-    # -- admission -------------------------------------------------------------------------------
-    def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Invocation:
-        """Admit, journal and queue one activation."""
-        if self._route(resolved)[1] is not None:
-            return self.start_all(identity, resolved, [params])[0]
-        if self.activations.backlogged():
-            require_thread()  # before admission, which a retry on a thread would count twice
-        activation = Activation(records.new_id(), identity, resolved, self._arguments(resolved, params))
+    def plan(self, resolved: ResolvedAction) -> Plan:
+        """The plan of ``resolved`` (made on its first activation)."""
+        cached = self._plans.get(id(resolved))
+        if cached is not None and cached[0] is resolved:
+            return cached[1]
+        runner, gate = next(((r, g) for accepts, r, g in self.runners_by_annotation if accepts(resolved)),
+                            (self.runner, None))
+        plan = Plan(runner, gate, action_spec(resolved), ActionFacts.of(resolved.doc, str(resolved.path), resolved.binding),
+                    runner is self.platform, bool(annotation(resolved.doc, "final")), resolved.gets_api_key)
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.clear()
+        self._plans[id(resolved)] = (resolved, plan)  # the entry keeps ``resolved`` alive: its id stays its own
+        return plan
+
+    # -- admission (the event loop) ------------------------------------------------------------
+    def submit(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Running:
+        """Admit, journal and start one activation, on the event loop. Raises ``ApiError`` (400, 429)
+        or ``StoreUnavailable`` (503) instead. Actions behind a gate (see :meth:`route`) go through
+        :meth:`start` on a thread instead."""
+        plan = self.plan(resolved)
+        activation = Activation(new_id(), identity, resolved, plan, self._arguments(resolved, plan, params))
         self.throttle.admit(identity.namespace)
-        done: Future[Completion] = Future()
         try:
-            accepted = self._accept(activation)
-            ran = self._workers.submit(identity.namespace, partial(self._admitted_run, activation))
+            self._accept(activation)
         except BaseException:
-            self._open.pop(activation.id, None)
-            self.throttle.release(identity.namespace)
+            self._release(identity.namespace)
             raise
-        ran.add_done_callback(partial(_forward, done))
-        return Invocation(activation.id, accepted, done)
+        return Running(activation.id, self._launch(activation))
 
-    def start_all(self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
-                  activation_ids: list[str] | None = None) -> list[Invocation]:
-        """Queue activations that are admitted together (gang) when capacity allows; never 429
-        for concurrency. Records arrive on the returned futures."""
-        require_thread()  # an extension's gate may reserve capacity, which can wait
-        ids = activation_ids or [records.new_id() for _ in params]
-        activations = [Activation(aid, identity, resolved, self._arguments(resolved, p)) for aid, p in zip(ids, params)]
-        gate = self._route(resolved)[1]
-        invocations = [Invocation(a.id, self._accept(a), Future()) for a in activations]
-
-        def admitted() -> None:
-            for invocation, activation in zip(invocations, activations):
-                try:
-                    inner = self._workers.submit(identity.namespace, partial(self._admitted_run, activation))
-                except RuntimeError as exc:  # shutting down
-                    self.throttle.release(identity.namespace)
-                    invocation.done.set_exception(exc)
-                    continue
-                inner.add_done_callback(partial(_forward, invocation.done))
-
-        reserve = (lambda: gate(resolved, ids)) if gate is not None else None
-        self.throttle.enqueue(identity.namespace, len(ids), admitted, reserve)
-        return invocations
+    def gated(self, resolved: ResolvedAction) -> bool:
+        """Whether invocations of ``resolved`` wait for an extension's reservation (see :meth:`route`)."""
+        return self.plan(resolved).gate is not None
 
     def load(self) -> tuple[int, int]:
-        """(activations running, activations queued for a worker)."""
-        return self._workers.load()
+        """(activations running, activations waiting for a run slot)."""
+        return self._slots.load()
 
-    def _accept(self, activation: Activation) -> Future[None]:
+    def _accept(self, activation: Activation) -> None:
+        if self._closed.is_set():
+            raise ApiError(503, SYSTEM_UNAVAILABLE.format(detail="the gateway is stopping"))
         self._open[activation.id] = activation
-        return self.activations.accept(activation.entry())
+        try:
+            self.activations.accept(activation.entry())
+        except BaseException:
+            self._open.pop(activation.id, None)
+            raise
+
+    def _launch(self, activation: Activation) -> asyncio.Task[Completion]:
+        task = asyncio.get_running_loop().create_task(self._admitted(activation))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     @staticmethod
-    def _arguments(resolved: ResolvedAction, params: dict[str, Any]) -> dict[str, Any]:
-        if annotation(resolved.doc, "final") and set(params) & {*resolved.parameters, *resolved.init_parameters}:
+    def _arguments(resolved: ResolvedAction, plan: Plan, params: dict[str, Any]) -> dict[str, Any]:
+        if plan.final and set(params) & {*resolved.parameters, *resolved.init_parameters}:
             raise bad_request(PARAMETERS_NOT_ALLOWED)
         return resolved.arguments(params)
 
-    # -- execution --------------------------------------------------------------------------------
-    def _admitted_run(self, activation: Activation) -> Future[Completion]:
+    def _release(self, namespace: str) -> None:
+        if self.throttle.release(namespace):  # invocations wait for admission: an extension's gate may block
+            self._threads.submit(self.throttle.pump)
+
+    # -- execution (the event loop) -------------------------------------------------------------
+    async def _admitted(self, activation: Activation) -> Completion:
+        namespace = activation.identity.namespace
         try:
-            return self.recorded(activation)
+            await self._slots.take(namespace)
+            try:
+                ran = await self._outcome(activation)
+            finally:
+                self._slots.give_back(namespace)
+            return await self._recorded(activation, ran)
         finally:
-            self._open.pop(activation.id, None)  # its record is queued: closing writes it, not a failure
-            self.throttle.release(activation.identity.namespace)
+            self._open.pop(activation.id, None)  # its record is stored: closing writes nothing for it
+            self._release(namespace)
 
-    def execute(self, activation: Activation) -> Completion:
-        """Run one activation to its durably stored record (synchronously)."""
-        return self.recorded(activation).result(DURABLE_WAIT_S)
+    async def _outcome(self, activation: Activation) -> _Ran:
+        plan = activation.plan
+        if plan.on_platform and activation.action.kind != "sequence":
+            warm = self.platform.run_warm(plan.spec, self._request(activation))
+            if warm is not None:
+                return _Ran(await warm)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, self._run, activation)
 
-    def recorded(self, activation: Activation) -> Future[Completion]:
-        """Run one activation and queue its record; the completion arrives once the record is
-        committed (the caller's thread does not wait for that)."""
-        platform_status = None
-        if activation.action.kind == "sequence":
-            record = self._sequence(activation)
-        else:
-            outcome, platform_status = self._run(activation)
-            record = records.build(activation.id, activation.identity.namespace, activation.facts, outcome,
-                                   self.max_result_bytes, activation.cause)
-        done: Future[Completion] = Future()
+    async def _recorded(self, activation: Activation, ran: _Ran) -> Completion:
+        completion, stored = self._store(activation, ran)
+        if not stored.done():  # the store could not make it durable at once: wait for its commit
+            await asyncio.wrap_future(stored)
+        stored.result()
+        return self._observed(completion)
 
-        def committed(stored: Future[None]) -> None:
-            if stored.exception() is not None:
-                done.set_exception(stored.exception())  # type: ignore[arg-type]
-                return
-            for observe in self.record_observers:
-                try:
-                    observe(record)
-                except Exception:  # noqa: BLE001 - an observer's bug must not withhold the answer
-                    log.exception("a record observer failed")
-            done.set_result(Completion.of(record, platform_status))
+    def _store(self, activation: Activation, ran: _Ran) -> tuple[Completion, Future[None]]:
+        """Build the record (the one builder) and hand it to the store; the future: once it is durable."""
+        record = records.build(activation.id, activation.identity.namespace, activation.plan.facts, ran.outcome,
+                               self.max_result_bytes, activation.cause, ran.duration_ms)
+        return Completion.of(record, ran.platform_status), self.activations.put(record)
 
-        self.activations.put(record).add_done_callback(committed)
-        return done
+    def _observed(self, completion: Completion) -> Completion:
+        for observe in self.record_observers:
+            try:
+                observe(completion.record)
+            except Exception:  # noqa: BLE001 - an observer's bug must not withhold the answer
+                log.exception("a record observer failed")
+        return completion
 
-    def _route(self, resolved: ResolvedAction) -> tuple[Runner, Gate | None]:
-        for accepts, runner, gate in self.runners_by_annotation:
-            if accepts(resolved):
-                return runner, gate
-        return self.runner, None
-
-    def _run(self, activation: Activation) -> tuple[RunOutcome, int | None]:
-        """The activation's outcome, and the status to answer when the platform could not run it."""
+    def _request(self, activation: Activation) -> RunRequest:
         resolved = activation.action
-        spec = action_spec(resolved)
-        now_ms = records.now_ms()
-        request = RunRequest(
+        return RunRequest(
             value=activation.args,
             namespace=activation.identity.namespace,
             action_name=resolved.path.fqn,
             activation_id=activation.id,
             transaction_id=activation.id,
-            deadline_ms=now_ms + spec.timeout_ms,
-            api_key=activation.identity.auth if resolved.gets_api_key else None,
+            deadline_ms=records.now_ms() + activation.plan.spec.timeout_ms,
+            api_key=activation.identity.auth if activation.plan.gets_api_key else None,
             api_host=self.api_host,
         )
+
+    # -- execution (worker threads) ---------------------------------------------------------------
+    def _run(self, activation: Activation) -> _Ran:
+        """The activation's outcome (with the status to answer when the platform could not run it)."""
+        if activation.action.kind == "sequence":
+            return self._sequence(activation)
+        now_ms = records.now_ms()
         try:
-            return self._route(resolved)[0].run(spec, request), None
+            return _Ran(activation.plan.runner.run(activation.plan.spec, self._request(activation)))
         except PlatformError as exc:  # an upstream that is away, throttles or refuses owx's key
             log.warning("activation %s: %s", activation.id, exc)
-            return RunOutcome(INTERNAL_ERROR, {"error": str(exc)}, [], now_ms, records.now_ms()), exc.status
+            return _Ran(RunOutcome(INTERNAL_ERROR, {"error": str(exc)}, [], now_ms, records.now_ms()), exc.status)
         except Exception as exc:  # the platform failed, not the action
             log.exception("activation %s failed inside the platform", activation.id)
-            return RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms,
-                              records.now_ms()), None
+            return _Ran(RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms,
+                                   records.now_ms()))
 
-    def _sequence(self, activation: Activation) -> dict[str, Any]:
-        """Run the components in order, each with the previous result; the sequence's record ends
-        with the last one run, lists the components' activation ids as its logs, and lasts as long as
-        they did together (OpenWhisk's)."""
+    def _sequence(self, activation: Activation) -> _Ran:
+        """Run the components in order, each with the previous result; the sequence ends with the last
+        one run, lists the components' activation ids as its logs, and lasts as long as they did
+        together (OpenWhisk's)."""
         start_ms = records.now_ms()
         component_ids: list[str] = []
         duration, value, last, failure = 0, activation.args, None, None
@@ -295,9 +328,11 @@ class Invoker:
             except ApiError as exc:  # deleted or no longer shared since the sequence was resolved
                 failure = records.component_error(exc)
                 break
-            child = Activation(records.new_id(), activation.identity, component, component.arguments(value),
-                               cause=activation.id)
-            last = self.execute(child).record
+            child = Activation(new_id(), activation.identity, component, self.plan(component),
+                               component.arguments(value), cause=activation.id)
+            completion, stored = self._store(child, self._run(child))  # on this thread: no slot, no admission
+            stored.result(DURABLE_WAIT_S)
+            last = self._observed(completion).record
             component_ids.append(child.id)
             duration += last["duration"]
             if not last["response"]["success"]:
@@ -311,18 +346,62 @@ class Invoker:
             status, result = SUCCESS, activation.args
         outcome = RunOutcome(status, result, component_ids, start_ms, records.now_ms(),
                              annotations=[{"key": "topmost", "value": activation.cause is None}])
-        return records.build(activation.id, activation.identity.namespace, activation.facts, outcome,
-                             self.max_result_bytes, activation.cause, duration_ms=duration)
+        return _Ran(outcome, duration_ms=duration)
+
+    # -- threads' entry points ---------------------------------------------------------------------
+    def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Invocation:
+        """:meth:`submit` from a thread (a gated action: :meth:`start_all`); raises what it raises."""
+        if self.gated(resolved):
+            return self.start_all(identity, resolved, [params])[0]
+
+        async def submitted() -> Running:
+            return self.submit(identity, resolved, params)
+
+        running = self.loop.submit(submitted()).result()
+        done: Future[Completion] = Future()
+        self.loop.call(running.done.add_done_callback, lambda task: _copy(task, done))
+        return Invocation(running.activation_id, done)
+
+    def start_all(self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
+                  activation_ids: list[str] | None = None) -> list[Invocation]:
+        """Journal activations that are admitted together (gang) once capacity allows, from a thread;
+        never 429 for concurrency. Records arrive on the returned futures."""
+        plan = self.plan(resolved)
+        ids = activation_ids or [new_id() for _ in params]
+        activations = [Activation(aid, identity, resolved, plan, self._arguments(resolved, plan, p))
+                       for aid, p in zip(ids, params)]
+        for activation in activations:
+            self._accept(activation)
+        invocations = [Invocation(a.id, Future()) for a in activations]
+
+        def launch_all() -> None:
+            for activation, invocation in zip(activations, invocations):
+                task = self._launch(activation)
+                task.add_done_callback(lambda t, done=invocation.done: _copy(t, done))
+
+        reserve = (lambda: plan.gate(resolved, ids)) if plan.gate is not None else None
+        try:
+            self.throttle.enqueue(identity.namespace, len(ids), lambda: self.loop.call(launch_all), reserve)
+        except BaseException:
+            for activation in activations:
+                self._open.pop(activation.id, None)
+            raise
+        return invocations
 
     # -- stopping and recovery ---------------------------------------------------------------------
     def close(self, grace_s: float) -> None:
-        """Stop: give what runs ``grace_s``, then record every accepted activation that is still not
-        finished (queued, waiting for admission, running) as failed, so none anyone was answered for
-        is left unrecorded. Their later outcomes are ignored (a record's first write wins)."""
-        self._workers.shutdown(grace_s)
+        """Stop (from a thread other than the loop's): refuse new activations, give what runs
+        ``grace_s``, then record every accepted activation that is still not finished (waiting for
+        admission or a slot, running) as failed, so none anyone was answered for is left
+        unrecorded. Their later outcomes are ignored (a record's first write wins)."""
+        self._closed.set()
+        deadline = time.monotonic() + grace_s
+        while self._open and time.monotonic() < deadline:
+            time.sleep(0.01)
         for activation in list(self._open.values()):
             self.activations.put(records.unfinished(activation.entry(), records.GATEWAY_STOPPED, self.max_result_bytes))
         self._open.clear()
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     def recover(self) -> int:
         """Record as failed the activations a gateway that died had accepted and not finished."""
@@ -332,3 +411,14 @@ class Invoker:
         if left:
             log.warning("recorded %d activations left unfinished by a gateway that died", len(left))
         return len(left)
+
+
+def _copy(task: asyncio.Task[Completion], done: Future[Completion]) -> None:
+    """Pass an activation task's end on to a thread's future."""
+    if task.cancelled():
+        done.cancel()
+    elif task.exception() is not None:
+        done.set_exception(task.exception())  # type: ignore[arg-type]
+    else:
+        done.set_result(task.result())
+

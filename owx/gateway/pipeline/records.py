@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from owx.gateway.errors import INVALID_RESULT, SEQUENCE_COMPONENT_NOT_FOUND, ApiError
-from owx.gateway import jsonvalues
+from owx.common import jsonvalues
 from owx.gateway.stores import MAX_DOC_BYTES
 from owx.platform import loglines
 from owx.platform.types import (
@@ -30,12 +29,8 @@ GATEWAY_STOPPED = "whisk internal error: the gateway stopped before the activati
 GATEWAY_DIED = ("whisk internal error: the gateway died (it restarted) before the activation finished; "
                 "it is not retried.")
 MB = 1024 * 1024
-RECORD_SLACK = 4096  # room for the truncation line that replaces cut logs
-
-
-def new_id() -> str:
-    """A 32-hex activation (or transaction) id."""
-    return uuid.uuid4().hex
+RECORD_SLACK = 4096  # room for the truncation line that replaces cut logs (and a record's other fields)
+MAX_ESCAPED = 6  # bytes one character of a string takes in JSON at most (``\u001f``)
 
 
 def now_ms() -> int:
@@ -65,10 +60,11 @@ class ActionFacts:
         return {"activationId": activation_id, "namespace": subject, "action": action, "start": start_ms, "cause": cause}
 
 
-def response(status: str, result: Any, max_bytes: int) -> dict[str, Any]:
+def response(status: str, result: Any, max_bytes: int, checked: bool = False) -> dict[str, Any]:
     """The ``response`` object. A result that is not storable JSON (NaN, a lone surrogate, nested
-    too deep) or is over ``max_bytes`` (as stored) becomes a developer error saying so."""
-    problem = jsonvalues.problem(result)
+    too deep) or is over ``max_bytes`` (as stored) becomes a developer error saying so. ``checked``:
+    the result is known to be storable (it was parsed strictly), so it is not walked again."""
+    problem = None if checked else jsonvalues.problem(result)
     if problem:
         status, result = DEVELOPER_ERROR, {"error": INVALID_RESULT.format(detail=problem)}
     size = jsonvalues.encoded_size(result)
@@ -125,7 +121,7 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
         "start": outcome.start_ms,
         "end": outcome.end_ms,
         "duration": outcome.duration_ms if duration_ms is None else duration_ms,
-        "response": response(outcome.status, outcome.result, max_result_bytes),
+        "response": response(outcome.status, outcome.result, max_result_bytes, outcome.checked),
         "logs": stored_logs(outcome.logs, action.limits["logs"] * MB),
         "annotations": annotations,
     }
@@ -137,6 +133,10 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
 def _fitted(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` with its logs cut further if it would still be over the stores' document limit
     (a result limit and log limit configured together above it)."""
+    logs_at_most = sum(MAX_ESCAPED * len(line) + 3 for line in record["logs"])
+    others = jsonvalues.encoded_size(record["annotations"]) + RECORD_SLACK
+    if record["response"]["size"] + logs_at_most + others < MAX_DOC_BYTES:
+        return record  # far below the limit: not worth encoding the record to measure it
     overflow = jsonvalues.encoded_size(record) - MAX_DOC_BYTES
     if overflow > 0:
         kept = sum(loglines.cost(line) for line in record["logs"]) - overflow - RECORD_SLACK

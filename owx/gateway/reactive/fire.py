@@ -17,6 +17,7 @@ from typing import Any
 from owx.gateway.catalog import Catalog, params_dict
 from owx.gateway.errors import ApiError, not_found
 from owx.gateway.identity import Identity
+from owx.gateway.ids import new_id
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.invoke import DURABLE_WAIT_S, Invoker
@@ -65,7 +66,7 @@ class TriggerFirer:
         args = {**params_dict(entity.doc.get("parameters")), **({"__ow_headers": visible} if headers else {}),
                 **payload}
         lines = [self._activate(identity, rule, link, args) for rule, link in rules.items()]
-        activation_id = records.new_id()
+        activation_id = new_id()
         stored = self.activations.put({
             "activationId": activation_id, "namespace": identity.namespace, "name": name,
             "subject": identity.subject, "version": entity.doc.get("version", "0.0.1"), "publish": False,

@@ -23,7 +23,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Union
 
-from owx.gateway.inline import require_thread
 from owx.gateway.stores.activations import AcceptedRow, ActivationRow, to_accepted, to_row
 from owx.gateway.stores.base import StoreUnavailable
 
@@ -77,8 +76,6 @@ class WriteBehind:
         """Queue ``row``; the future completes when it is committed. A record whose id is already
         queued is not queued again (first write wins): its future completes with the first."""
         with self._cond:
-            if self.backlogged():
-                require_thread()  # Invoker.start asked first; this guards the queue filling up since
             if not self._cond.wait_for(lambda: not self.backlogged() or self._closing, self._submit_wait_s):
                 raise StoreUnavailable(
                     f"{len(self._queue)} activation records wait to be written ({self._pending_bytes} bytes); "

@@ -14,7 +14,7 @@ import select
 import threading
 import time
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -56,7 +56,8 @@ class Container(ABC):
 
     backend_name: str = ""
 
-    def __init__(self, cid: str, request: ContainerRequest, watcher: FdWatcher, notifier: ThreadPoolExecutor) -> None:
+    def __init__(self, cid: str, request: ContainerRequest, watcher: FdWatcher, notifier: Executor,
+                 exits: Executor) -> None:
         self.id = cid
         self.node = request.node
         self.kind = request.kind
@@ -68,6 +69,7 @@ class Container(ABC):
         self.proxy: ProxyClient | None = None
         self._watcher = watcher
         self._notifier = notifier
+        self._exits = exits
         self._listeners: list[ExitListener] = []
         self._dead = threading.Event()
         self.died_at: float | None = None  # time.time() when the platform saw the container die
@@ -94,6 +96,17 @@ class Container(ABC):
         """``POST /run``; raises ProxyTimeout / ProxyUnreachable."""
         assert self.proxy is not None
         return self.proxy.run(payload, timeout)
+
+    async def run_async(self, body: bytes, timeout: float) -> ProxyResponse:
+        """``POST /run`` of an encoded payload, from the platform's event loop; the same errors."""
+        assert self.proxy is not None
+        return await self.proxy.run_async(body, timeout)
+
+    def drain_output(self) -> None:
+        """Feed the log collector what the container's output holds right now, from the platform's
+        event loop (a runtime writes its sentinels before it answers ``/run``, so after an answer
+        its activation's lines are usually complete without waiting for the next readiness event).
+        Backends that cannot read their output directly do nothing."""
 
     # -- liveness ------------------------------------------------------------
     def is_alive(self) -> bool:
@@ -165,7 +178,8 @@ class Container(ABC):
             self._watcher.watch_event(self._oomfd, self._on_oom_event, once=False)
         except CgroupError:
             self._oomfd = None
-        self._watcher.watch_event(self._pidfd, self._on_exit)
+        # the exit is handled off the loop: telling the exit code may wait for the zygote's report
+        self._watcher.watch_event(self._pidfd, lambda: self._exits.submit(self._on_exit))
 
     def _on_oom_event(self) -> None:
         self._oom_seen = True
@@ -240,9 +254,10 @@ class Backend(ABC):
 
     name: str = ""
 
-    def __init__(self) -> None:
-        self.watcher = FdWatcher(f"owx-{self.name}-watcher")
+    def __init__(self, watcher: FdWatcher) -> None:
+        self.watcher = watcher  # the platform's, on its event loop
         self.notifier = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"owx-{self.name}-notify")
+        self.exits = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"owx-{self.name}-exits")
 
     @abstractmethod
     def create(self, request: ContainerRequest) -> Container:
@@ -250,5 +265,5 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Stop the backend's threads (containers are destroyed by their pools)."""
+        self.exits.shutdown(wait=True)
         self.notifier.shutdown(wait=True)
-        self.watcher.close()

@@ -17,12 +17,14 @@ import heapq
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from owx.platform import loglines
 
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
 _SENTINEL_BYTES = SENTINEL.encode()
+_SENTINEL_LINE = _SENTINEL_BYTES + b"\n"
 STREAMS = ("stdout", "stderr")
 MISSING_LOGS_MESSAGE = "The action did not initialize or run as expected. Log data might be missing."
 MAX_PENDING_SEGMENTS = 1024  # closed, not yet collected segments per stream (one per activation in flight)
@@ -57,47 +59,67 @@ class LogCollector:
         self._streams = {name: _Stream() for name in STREAMS}
         self._cond = threading.Condition()
         self._ended = False
+        self._on_complete: list[Callable[[], None]] = []
 
-    # -- producer side (watcher thread) -------------------------------------
+    # -- producer side (the platform's event loop) -------------------------------------
     def feed(self, stream: str, chunk: bytes) -> None:
         """Add raw output of ``stream``; ``b""`` marks the end of that stream."""
-        prefix = loglines.line(time.time(), stream, "")
         with self._cond:
             state = self._streams[stream]
-            if not chunk:
-                self._flush(state, prefix)
+            if chunk == _SENTINEL_LINE and not state.partial and not state.discarding:
+                self._close(state)  # most chunks: an activation's end, alone
+            elif not self._add_chunk(state, _Prefix(stream), chunk):
                 return
-            newline = chunk.rfind(b"\n")
-            if newline < 0:
-                self._extend(state, chunk, prefix)
-                return
-            if state.open.truncated and _SENTINEL_BYTES not in state.partial[-len(_SENTINEL_BYTES):] + chunk:
-                lines = []  # past the limit and no sentinel in sight: every line this completes is dropped
-            else:
-                first, *rest = chunk[:newline].split(b"\n")
-                lines = rest if state.discarding else [bytes(state.partial + first), *rest]
-            state.partial.clear()
-            state.discarding = False
-            self._add_lines(state, lines, prefix)
-            self._extend(state, chunk[newline + 1:], prefix)
             self._cond.notify_all()
+            waiting = self._complete_callbacks()
+        for callback in waiting:
+            callback()
+
+    def _add_chunk(self, state: _Stream, prefix: _Prefix, chunk: bytes) -> bool:
+        """Take ``chunk`` into ``state``; True if it completed lines."""
+        if not chunk:
+            self._flush(state, prefix)
+            return False
+        newline = chunk.rfind(b"\n")
+        if newline < 0:
+            self._extend(state, chunk, prefix)
+            return False
+        if state.open.truncated and _SENTINEL_BYTES not in state.partial[-len(_SENTINEL_BYTES):] + chunk:
+            lines = []  # past the limit and no sentinel in sight: every line this completes is dropped
+        else:
+            first, *rest = chunk[:newline].split(b"\n")
+            lines = rest if state.discarding else [bytes(state.partial + first), *rest]
+        state.partial.clear()
+        state.discarding = False
+        self._add_lines(state, lines, prefix)
+        self._extend(state, chunk[newline + 1:], prefix)
+        return True
 
     def end(self) -> None:
         """The container is gone: nothing more will arrive."""
         with self._cond:
             for name, state in self._streams.items():
-                self._flush(state, loglines.line(time.time(), name, ""))
+                self._flush(state, _Prefix(name))
             self._ended = True
             self._cond.notify_all()
+            waiting = self._complete_callbacks()
+        for callback in waiting:
+            callback()
 
-    def _flush(self, state: _Stream, prefix: str) -> None:
+    def _complete_callbacks(self) -> list[Callable[[], None]]:
+        if not self._on_complete or not self._complete():
+            return []
+        waiting, self._on_complete = self._on_complete, []
+        return waiting
+
+    def _flush(self, state: _Stream, prefix: _Prefix) -> None:
         """The stream ended: its unfinished line, if any, is a line."""
         if state.partial and not state.discarding:
             self._add_lines(state, [bytes(state.partial)], prefix)
         state.partial.clear()
         state.discarding = False
 
-    def _extend(self, state: _Stream, piece: bytes, prefix: str) -> None:
+    def _extend(self, state: _Stream, piece: bytes, prefix: _Prefix) -> None:
         """Add bytes of the unfinished line, cutting it when it cannot be kept whole."""
         if state.discarding or not piece:
             return
@@ -109,7 +131,7 @@ class LogCollector:
             state.partial.clear()  # neither kept nor a sentinel: skip the rest of this line
             state.discarding = True
 
-    def _add_lines(self, state: _Stream, lines: list[bytes], prefix: str) -> None:
+    def _add_lines(self, state: _Stream, lines: list[bytes], prefix: _Prefix) -> None:
         """Complete lines (without their newlines), all arrived at the time in ``prefix``."""
         for raw in lines:
             if raw.strip() == _SENTINEL_BYTES:
@@ -118,7 +140,7 @@ class LogCollector:
             segment = state.open
             if segment.truncated:
                 continue
-            record_line = prefix + raw.decode("utf-8", errors="replace").rstrip("\r")
+            record_line = prefix.text + raw.decode("utf-8", errors="replace").rstrip("\r")
             cost = loglines.cost(record_line)
             if segment.size + cost > self.limit_bytes:
                 segment.truncated = True
@@ -137,6 +159,23 @@ class LogCollector:
         state.pending_bytes += segment.size
 
     # -- consumer side -------------------------------------------------------
+    def when_complete(self, callback: Callable[[], None]) -> bool:
+        """True if an activation's lines are complete (both sentinels seen, or the container ended);
+        else False, and ``callback()`` is called once they are (on the feeding thread)."""
+        with self._cond:
+            if self._complete():
+                return True
+            self._on_complete.append(callback)
+            return False
+
+    def complete(self) -> bool:
+        """Whether an activation's lines are all here (both sentinels seen, or the container ended)."""
+        with self._cond:
+            return self._complete()
+
+    def _complete(self) -> bool:
+        return self._ended or all(s.closed for s in self._streams.values())
+
     def collect(self, wait_s: float, limit_bytes: int | None = None) -> list[str]:
         """One activation's log lines, waiting up to ``wait_s`` for both sentinels.
 
@@ -146,13 +185,15 @@ class LogCollector:
         limit = self.limit_bytes if limit_bytes is None else limit_bytes
         deadline = time.monotonic() + wait_s
         with self._cond:
-            while not all(s.closed for s in self._streams.values()) and not self._ended:
+            while not self._complete():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
             complete = all(s.closed for s in self._streams.values())
             segments = [self._take(s) for s in self._streams.values()]
+        if complete and not any(segment.lines or segment.truncated for segment in segments):
+            return []  # most activations print nothing
         return _format(segments, limit, complete)
 
     def discard_pending(self) -> None:
@@ -160,6 +201,7 @@ class LogCollector:
         with self._cond:
             for name in STREAMS:
                 self._streams[name] = _Stream()
+            self._on_complete.clear()
 
     @staticmethod
     def _take(state: _Stream) -> _Segment:
@@ -169,6 +211,22 @@ class LogCollector:
             return segment
         segment, state.open = state.open, _Segment()
         return segment
+
+
+class _Prefix:
+    """A record line's ``<timestamp> <stream>: `` for output that arrived now, formatted only if a
+    line needs it (most chunks are a sentinel alone)."""
+
+    __slots__ = ("_stamp", "_stream", "_text")
+
+    def __init__(self, stream: str) -> None:
+        self._stream, self._stamp, self._text = stream, time.time(), None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = loglines.line(self._stamp, self._stream, "")
+        return self._text
 
 
 def _format(segments: list[_Segment], limit: int, complete: bool) -> list[str]:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from owx.common.cgroups import CgroupError
+from owx.common.eventloop import EventLoopThread
 from owx.platform.embedded.backends import Backends
 from owx.platform.embedded.host_firewall import HostFirewall
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.node import Node
 from owx.platform.embedded.uid_block import UidBlock
+from owx.platform.embedded.watcher import FdWatcher
 from owx.platform.interface import ContainerListener, Platform, PlatformUnavailable
 from owx.platform.ledger import MemoryLedger
 from owx.platform.settings import PlatformSettings
@@ -32,18 +35,24 @@ log = logging.getLogger(__name__)
 
 
 class EmbeddedPlatform(Platform):
-    """Nodes of container pools sharing the backends; every container is reachable from here."""
+    """Nodes of container pools sharing the backends; every container is reachable from here.
+
+    Container output, exits and warm runs are handled on ``loop`` (the gateway's), or on a loop of
+    the platform's own when none is given."""
 
     name: ClassVar[str] = "embedded"
 
-    def __init__(self, settings: PlatformSettings) -> None:
+    def __init__(self, settings: PlatformSettings, loop: EventLoopThread | None = None) -> None:
         self.settings = settings
+        self._own_loop = loop is None
+        self.loop = loop or EventLoopThread("owx-platform-loop")
+        self.watcher = FdWatcher(self.loop)
         self.instance = Instance(settings)
         self.uid_block = UidBlock.lease(settings.sandbox) if os.geteuid() == 0 else None  # no root: no sandboxes
         uids = range(self.uid_block.first, self.uid_block.last + 1) if self.uid_block is not None else None
         self.identities = Identities(self.instance.state_dir, settings.sandbox, uids)
         self.firewall: HostFirewall | None = None
-        self.backends = Backends(settings, settings.kind == "docker", self.instance, self.identities)
+        self.backends = Backends(settings, settings.kind == "docker", self.instance, self.identities, self.watcher)
         self.ledger = MemoryLedger()
         self.replicas = self
         self.resources = self
@@ -71,6 +80,12 @@ class EmbeddedPlatform(Platform):
             where = f"node {node} is lost" if node is not None else "no live node to run the action"
             return RunOutcome(INTERNAL_ERROR, {"error": where}, [], 0, 0, node=node or "")
         return target.pool.run(spec, request, claim=claim)
+
+    def run_warm(self, spec: ActionSpec, request: RunRequest) -> Coroutine[Any, Any, RunOutcome] | None:
+        for node in self._nodes.values():
+            if node.alive and (run := node.pool.run_warm(spec, request)) is not None:
+                return run
+        return None
 
     def nodes(self) -> list[NodeInfo]:
         return [node.info() for node in self._nodes.values()]
@@ -144,11 +159,14 @@ class EmbeddedPlatform(Platform):
             node.close()
         self._nodes.clear()
         self.backends.close()
+        self.watcher.close()
         if self.firewall is not None:
             self.firewall.close()
         if self.uid_block is not None:
             self.uid_block.release()
         self.instance.close()
+        if self._own_loop:
+            self.loop.close()
 
     def _place(self, spec: ActionSpec) -> Node | None:
         live = [node for node in self._nodes.values() if node.alive]

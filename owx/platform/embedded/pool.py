@@ -13,19 +13,23 @@ until it fits again.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
+from owx.common import jsonvalues
 from owx.common.cgroups import CgroupError
 from owx.platform.embedded import outcome as outcomes
 from owx.platform.embedded.container import ActionStartupError, Backend, Container, ContainerRequest
 from owx.platform.embedded.container_limits import MB, limits_for
-from owx.platform.embedded.proxy import ProxyTimeout, ProxyUnreachable
+from owx.platform.embedded.logs import LogCollector
+from owx.platform.embedded.proxy import ProxyResponse, ProxyTimeout, ProxyUnreachable
 from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
 from owx.platform.ledger import MemoryLedger, container_holder
 from owx.platform.settings import PlatformSettings
@@ -150,6 +154,44 @@ class ContainerPool:
             self._release(slot)
         result.wait_ms, result.init_ms = wait_ms, init_ms
         return result
+
+    def run_warm(self, spec: ActionSpec, request: RunRequest) -> Coroutine[Any, Any, RunOutcome] | None:
+        """Take an idle warm container of ``spec`` for ``request`` and return the run to await on the
+        platform's event loop; None if none is free now (nothing is taken then)."""
+        with self._cond:
+            if self._closed or self._lost or request.reservation is not None:
+                return None
+            slot = self._warm(spec.key)
+            if slot is None:
+                return None
+            slot.in_flight += 1
+        return self._run_warm(slot, spec, request)
+
+    async def _run_warm(self, slot: Slot, spec: ActionSpec, request: RunRequest) -> RunOutcome:
+        started = time.time()
+        container = slot.container
+        try:
+            oom_before = container.oom_kills()
+            try:
+                response = await container.run_async(jsonvalues.dumps(request.payload()), spec.timeout_ms / 1000)
+            except (ProxyTimeout, ProxyUnreachable) as exc:  # rare: its blocking ends go to a thread
+                return await asyncio.get_running_loop().run_in_executor(None, self._lost_run, slot, spec, started, exc)
+            logs = await self._logs(container, spec.logs_bytes)
+            return self._judged(slot, spec, response, oom_before, logs, started)
+        except Exception as exc:  # a platform bug must not reach the caller as an exception
+            log.exception("running %s on %s failed", spec.key, container.id)
+            await asyncio.get_running_loop().run_in_executor(None, self._drop, slot)
+            return self._failure(INTERNAL_ERROR, f"the platform failed to run the action: {exc}", started)
+        finally:
+            self._release(slot)
+
+    async def _logs(self, container: Container, limit_bytes: int) -> list[str]:
+        """The activation's lines once both sentinels are read (at most ``sentinel_wait_s`` away)."""
+        if not container.logs.complete():
+            container.drain_output()
+            if not container.logs.complete():
+                await _complete(container.logs, self.settings.sentinel_wait_s)
+        return container.logs.collect(0.0, limit_bytes)
 
     # -- replicas ----------------------------------------------------------------
     def prewarm(self, spec: ActionSpec, wait_s: float = 0.0) -> ContainerInfo:
@@ -488,18 +530,30 @@ class ContainerPool:
         oom_before = container.oom_kills()
         try:
             response = container.run(request.payload(), spec.timeout_ms / 1000)
-        except ProxyTimeout:
-            container.kill("timeout")
+        except (ProxyTimeout, ProxyUnreachable) as exc:
+            return self._lost_run(slot, spec, started, exc)
+        logs = container.logs.collect(self.settings.sentinel_wait_s, spec.logs_bytes)
+        return self._judged(slot, spec, response, oom_before, logs, started)
+
+    def _lost_run(self, slot: Slot, spec: ActionSpec, started: float, exc: Exception) -> RunOutcome:
+        """The container did not answer ``/run`` in time, or its connection broke (blocking)."""
+        if isinstance(exc, ProxyTimeout):
+            slot.container.kill("timeout")
             return self._fail_slot(slot, spec, started, TIMEOUT_MESSAGE.format(ms=spec.timeout_ms), "timeout")
-        except ProxyUnreachable:
-            message, failure = self._death_message(container, EXITED_MESSAGE)
-            return self._fail_slot(slot, spec, started, message, failure)
+        message, failure = self._death_message(slot.container, EXITED_MESSAGE)
+        return self._fail_slot(slot, spec, started, message, failure)
+
+    def _judged(self, slot: Slot, spec: ActionSpec, response: ProxyResponse, oom_before: int, logs: list[str],
+                started: float) -> RunOutcome:
+        """The outcome of an answered ``/run``: the action's, or an OOM kill's when the kernel counted one."""
+        container = slot.container
         status, result = outcomes.classify_run(response)
         failure = None
         if not response.ok and container.oom_kills() > oom_before:
             status, result, failure = DEVELOPER_ERROR, outcomes.error(OOM_MESSAGE), "oom"
-        logs = container.logs.collect(self.settings.sentinel_wait_s, spec.logs_bytes)
-        return self._outcome(status, result, logs, started, container, failure)
+        outcome = self._outcome(status, result, logs, started, container, failure)
+        outcome.checked = response.checked and failure is None
+        return outcome
 
     def _death_message(self, container: Container, exited_message: str) -> tuple[str, str]:
         container.wait_dead(DEATH_GRACE_S)
@@ -666,3 +720,22 @@ class ContainerPool:
 
 def _ms(epoch: float) -> int:
     return int(epoch * 1000)
+
+
+async def _complete(logs: LogCollector, timeout_s: float) -> None:
+    """Wait until ``logs`` has an activation's lines, or ``timeout_s`` (the collector then says what is
+    missing). Its callback may come from another thread (a container's end)."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def settle() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    if logs.when_complete(lambda: loop.call_soon_threadsafe(settle)):
+        return
+    timer = loop.call_later(timeout_s, settle)
+    try:
+        await done
+    finally:
+        timer.cancel()

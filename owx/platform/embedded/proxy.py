@@ -1,7 +1,9 @@
-"""HTTP client for a runtime's action proxy (``POST /init``, ``POST /run``)."""
+"""HTTP client for a runtime's action proxy (``POST /init``, ``POST /run``): from threads, and
+from the platform's event loop for warm activations."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import socket
@@ -9,7 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from owx.common.async_http import AnswerReader, AsyncKeepAlivePool
 from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
+from owx.common import jsonvalues
 from owx.runtimes.http_wire import SECRET_HEADER, request_bytes
 
 # Refused: nothing listens yet; unreachable: a fresh container's address is not resolved on the bridge yet.
@@ -32,6 +36,7 @@ class ProxyResponse:
     status: int
     body: Any  # parsed JSON, or the raw text when the proxy did not answer JSON
     is_json: bool
+    checked: bool = False  # the body is JSON owx stores as it is (`owx.gateway.jsonvalues`): no walk needed
 
     @property
     def ok(self) -> bool:
@@ -60,6 +65,8 @@ class ProxyClient:
         self._retry_until = time.monotonic() + connect_retry_s
         self._alive = alive
         self._pool = KeepAlivePool(self._connect)
+        self._loop_pool: AsyncKeepAlivePool | None = None  # made on the event loop that first uses it
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def unix(cls, path: str) -> "ProxyClient":
@@ -74,7 +81,7 @@ class ProxyClient:
 
     def post(self, path: str, body: dict[str, Any], timeout: float) -> ProxyResponse:
         """``POST path``; a reused connection the proxy closed is retried once on a new one."""
-        data = request_bytes(path, json.dumps(body).encode(), self._headers)
+        data = request_bytes(path, jsonvalues.dumps(body), self._headers)
         try:
             answer = self._pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=True)
         except AnswerTimeout as exc:
@@ -83,8 +90,35 @@ class ProxyClient:
             raise ProxyUnreachable(f"{path}: {exc}") from exc
         return _parse(answer.status, answer.body)
 
+    async def run_async(self, body: bytes, timeout: float) -> ProxyResponse:
+        """``POST /run`` of the encoded ``body`` from the event loop (the same errors as :meth:`post`)."""
+        if self._loop_pool is None:
+            self._loop = asyncio.get_running_loop()
+            self._loop_pool = AsyncKeepAlivePool(self._connect_async)
+        data = request_bytes("/run", body, self._headers)
+        try:
+            answer = await self._loop_pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=True)
+        except AnswerTimeout as exc:
+            raise ProxyTimeout(f"/run did not answer within {timeout:.3f}s") from exc
+        except ExchangeFailed as exc:
+            raise ProxyUnreachable(f"/run: {exc}") from exc
+        return _parse(answer.status, answer.body)
+
+    async def _connect_async(self) -> AnswerReader:
+        loop = asyncio.get_running_loop()
+        try:
+            if self.unix_path is not None:
+                _, reader = await loop.create_unix_connection(AnswerReader, self.unix_path)
+            else:
+                _, reader = await loop.create_connection(AnswerReader, self.host, self.port)
+        except OSError as exc:
+            raise ProxyUnreachable(f"connect {self.where}: {exc}") from exc
+        return reader
+
     def close(self) -> None:
         self._pool.close()
+        if self._loop_pool is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._loop_pool.close)
 
     def _connect(self, timeout: float) -> socket.socket:
         deadline = time.monotonic() + timeout
@@ -115,7 +149,13 @@ def _connect_error(where: str, exc: OSError) -> Exception:
 
 
 def _parse(status: int, raw: bytes) -> ProxyResponse:
+    """The answer's JSON: checked when owx stores it as it is, else as Python's ``json`` reads it (NaN,
+    lone surrogates: the record builder then says why the result is invalid), else its text."""
+    try:
+        return ProxyResponse(status, jsonvalues.loads(raw), True, checked=True)
+    except jsonvalues.InvalidJson:
+        pass
     try:
         return ProxyResponse(status, json.loads(raw), True)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ProxyResponse(status, raw.decode("utf-8", errors="replace"), False)

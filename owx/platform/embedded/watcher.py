@@ -1,97 +1,102 @@
-"""One thread per backend that reads container output and notices exits as they happen.
+"""Container output and exits, read on the platform's event loop as they happen.
 
-Everything is file descriptors in one epoll set: output pipes or attach sockets
-(readable -> bytes for the log reader), pidfds (readable -> the process exited)
-and cgroup OOM eventfds.  No polling loop, so an exit is seen within a scheduler tick.
+Everything is file descriptors registered with the loop: output pipes or attach sockets
+(readable -> bytes for the log reader), pidfds (readable -> the process exited) and cgroup OOM
+eventfds. No polling and no thread of its own: in the gateway this is the loop that serves HTTP
+and talks to warm runtimes, so an activation's output is read by the thread that answers it.
+Callbacks run on the loop and must not block.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import selectors
 import threading
-from typing import Callable
+from collections.abc import Callable
+
+from owx.common.eventloop import EventLoopThread
 
 log = logging.getLogger(__name__)
 
 ReadCallback = Callable[[bytes], None]  # b"" means end of stream
 EventCallback = Callable[[], None]
 CHUNK = 65536
+UNWATCH_WAIT_S = 5.0
 
 
 class FdWatcher:
-    """Dispatches readiness of registered descriptors to callbacks on a daemon thread."""
+    """Dispatches readiness of registered descriptors to callbacks on ``loop``. Thread-safe."""
 
-    def __init__(self, name: str = "owx-fd-watcher") -> None:
-        self._selector = selectors.DefaultSelector()
-        self._lock = threading.Lock()
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._closed = False
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
+    def __init__(self, loop: EventLoopThread) -> None:
+        self._loop = loop
+        self._fds: set[int] = set()  # touched on the loop only
 
     def watch_stream(self, fd: int, on_data: ReadCallback) -> None:
-        """Call ``on_data(chunk)`` for everything readable on ``fd``; ``b""`` once at EOF (then unwatched)."""
-        self._register(fd, ("stream", on_data))
+        """Call ``on_data(chunk)`` for everything readable on ``fd`` (non-blocking); ``b""`` once at EOF
+        (then it is unwatched)."""
+        self._loop.call(self._add, fd, self._stream, fd, on_data)
 
     def watch_event(self, fd: int, on_event: EventCallback, once: bool = True) -> None:
-        """Call ``on_event()`` when ``fd`` becomes readable (a pidfd: the process exited)."""
-        self._register(fd, ("once" if once else "event", on_event))
+        """Call ``on_event()`` when ``fd`` becomes readable (a pidfd: the process exited; an eventfd:
+        its count is consumed first). ``once``: unwatched after the first call."""
+        self._loop.call(self._add, fd, self._event, fd, on_event, once)
 
     def unwatch(self, fd: int) -> None:
-        with self._lock:
-            try:
-                self._selector.unregister(fd)
-            except (KeyError, ValueError):
-                pass
+        """Stop watching ``fd``; once this returns the loop no longer uses it, so it may be closed."""
+        if self._loop.on_loop:
+            self._remove(fd)
+            return
+        done = threading.Event()
+        self._loop.call(lambda: (self._remove(fd), done.set()))
+        if not done.wait(UNWATCH_WAIT_S):
+            log.error("the event loop did not release descriptor %d within %.0f s", fd, UNWATCH_WAIT_S)
 
     def close(self) -> None:
-        self._closed = True
-        os.write(self._wake_w, b"x")
-        self._thread.join(timeout=2)
-        self._selector.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        """Stop watching everything (the descriptors stay open: their owners close them)."""
+        done = threading.Event()
 
-    def _register(self, fd: int, data: tuple[str, Callable]) -> None:
-        with self._lock:
-            self._selector.register(fd, selectors.EVENT_READ, data)
-        os.write(self._wake_w, b"x")
+        def remove_all() -> None:
+            for fd in list(self._fds):
+                self._remove(fd)
+            done.set()
 
-    def _loop(self) -> None:
-        while not self._closed:
-            for key, _ in self._selector.select():
-                if key.data is None:
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
-                    continue
-                self._dispatch(key.fd, *key.data)
+        self._loop.call(remove_all)
+        if not self._loop.on_loop:
+            done.wait(UNWATCH_WAIT_S)
 
-    def _dispatch(self, fd: int, mode: str, callback: Callable) -> None:
-        if mode == "stream":
+    def _add(self, fd: int, callback: Callable[..., None], *args: object) -> None:
+        self._fds.add(fd)
+        self._loop.loop.add_reader(fd, callback, *args)
+
+    def _remove(self, fd: int) -> None:
+        if fd in self._fds:
+            self._fds.discard(fd)
+            self._loop.loop.remove_reader(fd)
+
+    def _stream(self, fd: int, on_data: ReadCallback) -> None:
+        try:
+            chunk = os.read(fd, CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._remove(fd)
+        _safe(on_data, chunk)
+
+    def _event(self, fd: int, on_event: EventCallback, once: bool) -> None:
+        if once:
+            self._remove(fd)
+        else:
             try:
-                chunk = os.read(fd, CHUNK)
-            except BlockingIOError:
-                return
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.unwatch(fd)
-        elif mode == "event":
-            try:
-                os.read(fd, 4096)  # consume the eventfd count or inotify records
+                os.read(fd, 4096)  # consume the eventfd count
             except OSError:
                 pass
-        else:
-            self.unwatch(fd)
-        try:
-            if mode == "stream":
-                callback(chunk)
-            else:
-                callback()
-        except Exception:  # a faulty callback must not stop log reading for every other container
-            log.exception("fd watcher callback failed")
+        _safe(on_event)
+
+
+def _safe(callback: Callable[..., None], *args: object) -> None:
+    try:
+        callback(*args)
+    except Exception:  # a faulty callback must not stop log reading for every other container
+        log.exception("fd watcher callback failed")

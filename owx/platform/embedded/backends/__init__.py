@@ -14,6 +14,7 @@ from owx.common.dockerd import DEFAULT_SOCKET
 from owx.platform.embedded.container import Backend
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
+from owx.platform.embedded.watcher import FdWatcher
 from owx.platform.settings import PlatformSettings
 
 PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
@@ -27,8 +28,9 @@ class Backends:
     """
 
     def __init__(self, settings: PlatformSettings, docker_only: bool, instance: Instance,
-                 identities: Identities) -> None:
+                 identities: Identities, watcher: FdWatcher) -> None:
         self.settings = settings
+        self.watcher = watcher
         self.docker_only = docker_only
         self.instance = instance
         self.identities = identities
@@ -61,10 +63,10 @@ class Backends:
         if name == "process":
             from owx.platform.embedded.backends.process import ProcessBackend
 
-            return ProcessBackend(self.settings, self.instance, self.identities)
+            return ProcessBackend(self.settings, self.instance, self.identities, self.watcher)
         from owx.platform.embedded.backends.docker import DockerBackend
 
-        return DockerBackend(self.settings, self.instance, self.identities)
+        return DockerBackend(self.settings, self.instance, self.identities, self.watcher)
 
     def close(self) -> None:
         with self._lock:

@@ -36,6 +36,7 @@ from owx.platform.embedded.host_firewall import docker_bridge
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
+from owx.platform.embedded.watcher import FdWatcher
 from owx.platform.settings import PlatformSettings
 from owx.runtimes.python_action import SECRET_ENV
 
@@ -53,8 +54,9 @@ class DockerBackend(Backend):
 
     name = "docker"
 
-    def __init__(self, settings: PlatformSettings, instance: Instance, identities: Identities) -> None:
-        super().__init__()
+    def __init__(self, settings: PlatformSettings, instance: Instance, identities: Identities,
+                 watcher: FdWatcher) -> None:
+        super().__init__(watcher)
         self.client = ensure_dockerd()
         self.runtime_image = settings.runtime_image
         self.tmp_mb = settings.sandbox.tmp_mb
@@ -123,7 +125,7 @@ class DockerBackend(Backend):
         except BaseException:
             self.identities.give_back(uid)
             raise
-        container = DockerContainer(created["Id"], request, self.watcher, self.notifier)
+        container = DockerContainer(created["Id"], request, self.watcher, self.notifier, self.exits)
         container.uid, container.identities = uid, self.identities
         try:
             container.start(api, secret, self.network)

@@ -34,6 +34,7 @@ from owx.platform.embedded.container import Backend, Container, ContainerRequest
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
+from owx.platform.embedded.watcher import CHUNK, FdWatcher
 from owx.platform.settings import PlatformSettings
 from owx.runtimes import fd_messages, kernel
 from owx.runtimes.confine import WRITABLE, ContainerPlan
@@ -51,8 +52,9 @@ class ProcessBackend(Backend):
 
     name = "process"
 
-    def __init__(self, settings: PlatformSettings, instance: Instance, identities: Identities) -> None:
-        super().__init__()
+    def __init__(self, settings: PlatformSettings, instance: Instance, identities: Identities,
+                 watcher: FdWatcher) -> None:
+        super().__init__(watcher)
         if os.geteuid() != 0:
             raise PermissionError("the process backend builds sandboxes and cgroups: run owx as root")
         self.launch = prepare_launch(settings.runtime_python)
@@ -71,7 +73,7 @@ class ProcessBackend(Backend):
     def create(self, request: ContainerRequest) -> Container:
         if request.kind not in PYTHON_KINDS:
             raise ValueError(f"backend 'process' runs kinds {', '.join(PYTHON_KINDS)}, not {request.kind!r}")
-        container = ProcessContainer(f"owx-{secrets.token_hex(6)}", request, self.watcher, self.notifier)
+        container = ProcessContainer(f"owx-{secrets.token_hex(6)}", request, self.watcher, self.notifier, self.exits)
         container.start(self)
         return container
 
@@ -92,6 +94,7 @@ class ProcessContainer(Container):
         self._socket: Path | None = None
         self._control: socket.socket | None = None  # to the container's pid 1; closing it ends the container
         self._process: subprocess.Popen[bytes] | None = None  # the exec path's one-shot zygote
+        self._outputs: dict[str, int] = {}  # stream -> the read end of its pipe
         self._zygote: Zygote | None = None  # the forked container's parent, when it has one
         self._code: int | None = None
 
@@ -130,8 +133,24 @@ class ProcessContainer(Container):
         self.proxy = ProxyClient.unix(str(self._socket))
         for fd, stream in ((out_r, "stdout"), (err_r, "stderr")):
             os.set_blocking(fd, False)
-            self._watcher.watch_stream(fd, _feeder(self, fd, stream))
+            self._outputs[stream] = fd
+            self._watcher.watch_stream(fd, partial(self._feed, fd, stream))
         self._watch(pid)
+
+    def _feed(self, fd: int, stream: str, chunk: bytes) -> None:
+        self.logs.feed(stream, chunk)
+        if not chunk:
+            self._outputs.pop(stream, None)
+            os.close(fd)
+
+    def drain_output(self) -> None:
+        for stream, fd in list(self._outputs.items()):
+            try:
+                chunk = os.read(fd, CHUNK)
+            except OSError:  # nothing there now (or closed): the watcher sees the rest
+                continue
+            if chunk:  # the end of a stream is left to the watcher, which closes the pipe
+                self.logs.feed(stream, chunk)
 
     def assign(self, namespace: str) -> None:
         """Start the runtime for ``namespace``: its gid, and its directory mounted if it has one."""
@@ -219,15 +238,6 @@ def runtime_env(pythonpath: str) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "LANG": "C.UTF-8",
     }
-
-
-def _feeder(container: Container, fd: int, stream: str):
-    def feed(chunk: bytes) -> None:
-        container.logs.feed(stream, chunk)
-        if not chunk:
-            os.close(fd)
-
-    return feed
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,163 @@
+"""``POST /api/v1/namespaces/{ns}/actions/{[pkg/]name}``: invoke, served on the event loop.
+
+The one endpoint the server answers without Flask (every other route is a Flask view, see
+:mod:`owx.gateway.http.wsgi`): a warm invocation is the hot path, and Flask's request cycle alone
+(a context, URL matching, hooks, a response object) costs more than the rest of the invocation.
+Everything it decides is decided by the same functions the Flask views use (names, flags, bodies,
+errors); what would block (a caller or action not seen lately, so read from the store; an
+extension's admission) runs on one of the server's threads.
+
+Answers as OpenWhisk: 202 ``{"activationId"}`` unless ``blocking=true``; blocking, the record
+(``result=true``: the result only) with 200, 502 for the action's errors or 500 for owx's, and a 202
+when the activation outlasts ``blocking_wait_s``. Every answer names its transaction in
+``X-Request-ID``, and an activation in ``X-OpenWhisk-Activation-Id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from functools import partial
+from urllib.parse import parse_qsl, unquote_to_bytes
+
+from owx.gateway import errors
+from owx.gateway.api.request_args import boolean, bounded, object_from
+from owx.gateway.catalog import ResolvedAction
+from owx.gateway.errors import ApiError
+from owx.gateway.http.messages import Request, Response, error_response, json_response
+from owx.gateway.identity import Identity
+from owx.gateway.ids import new_id
+from owx.gateway.names import EntityPath, check_namespace, parse_relative
+from owx.gateway.pipeline.invoke import Completion
+from owx.gateway.service import Gateway
+from owx.gateway.stores import StoreUnavailable
+
+log = logging.getLogger(__name__)
+ACTIVATION_HEADER = "x-openwhisk-activation-id"
+ROUTE = "/api/v1/namespaces/<ns>/actions/<path:name>"  # as the metrics name Flask's routes
+_PREFIX = b"/api/v1/namespaces/"
+_ACTIONS = "/actions/"
+
+
+class InvokeEndpoint:
+    """The invoke route of one gateway; ``match(request)`` gives its handler for requests it serves."""
+
+    def __init__(self, gateway: Gateway, threads: Executor) -> None:
+        self.gateway = gateway
+        self.threads = threads  # for what may block: store reads, gated admission, held waits
+        self.settings = gateway.settings.gateway
+
+    def match(self, request: Request) -> Callable[[Request], Awaitable[Response]] | None:
+        """This endpoint's handler if ``request`` is an invoke, else None (Flask answers it)."""
+        if request.method != "POST" or not request.raw_path.startswith(_PREFIX):
+            return None
+        where = _split(request.raw_path)
+        return None if where is None else partial(self.handle, *where)
+
+    async def handle(self, namespace: str, name: str, request: Request) -> Response:
+        """Answer one invoke of ``name`` in ``namespace`` (as the path gives them)."""
+        started = time.perf_counter()
+        transaction_id = new_id()
+        try:
+            response = await self._invoke(namespace, name, request, transaction_id)
+        except ApiError as exc:
+            response = error_response(exc.status, exc.message, transaction_id, exc.headers)
+        except StoreUnavailable as exc:
+            log.error("store unavailable: %s", exc)
+            response = error_response(503, errors.SYSTEM_UNAVAILABLE.format(detail=exc), transaction_id)
+        except Exception:  # noqa: BLE001 - any bug is a 500 with OpenWhisk's body, never a dropped request
+            log.exception("invoke failed")
+            response = error_response(500, errors.INTERNAL, transaction_id)
+        metrics = self.gateway.metrics
+        if metrics is not None:
+            asyncio.get_running_loop().call_soon(metrics.request, "POST", ROUTE, response.status,
+                                                 time.perf_counter() - started)
+        return response
+
+    async def _invoke(self, namespace: str, name: str, request: Request, transaction_id: str) -> Response:
+        identity = await self._caller(request.header(b"authorization"))
+        path = parse_relative(identity.namespace if namespace == "_" else check_namespace(namespace), name)
+        query = _query(request.query)
+        blocking = boolean("blocking", query.get("blocking"))
+        result_only = boolean("result", query.get("result"))
+        params = object_from(bounded(request.body, self.settings.max_payload_bytes))
+        resolved = await self._resolved(path, identity.namespace)
+        activation_id, done = await self._start(identity, resolved, params)
+        headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id)]
+        if blocking:
+            completion = await self._wait(done)
+            if completion is not None:
+                record = completion.record
+                return json_response(record["response"]["result"] if result_only else record, completion.status,
+                                     headers)
+        return json_response({"activationId": activation_id}, 202, headers)
+
+    async def _caller(self, authorization: str | None) -> Identity:
+        auth = self.gateway.auth
+        return auth.identify_cached(authorization) or await self._on_thread(auth.identify, authorization)
+
+    async def _resolved(self, path: EntityPath, caller: str) -> ResolvedAction:
+        catalog = self.gateway.catalog
+        return catalog.resolved(path, caller) or await self._on_thread(catalog.resolve, path, caller)
+
+    async def _start(self, identity: Identity, resolved: ResolvedAction,
+                     params: dict) -> tuple[str, asyncio.Future[Completion]]:
+        invoker = self.gateway.invoker
+        if invoker.gated(resolved):  # an extension reserves what it needs first, which may block
+            invocation = await self._on_thread(invoker.start, identity, resolved, params)
+            return invocation.activation_id, asyncio.wrap_future(invocation.done)
+        return invoker.submit(identity, resolved, params)
+
+    async def _wait(self, done: asyncio.Future[Completion]) -> Completion | None:
+        """The completion, or None past ``blocking_wait_s`` (the activation goes on). Without
+        ``defer_waits`` a server thread waits instead (a benchmark's control: what a plain WSGI
+        server does)."""
+        if not self.settings.defer_waits:
+            await self._on_thread(_held_wait, asyncio.get_running_loop(), done, self.settings.blocking_wait_s)
+        if not done.done():
+            loop = asyncio.get_running_loop()
+            woken = loop.create_future()
+
+            def wake(_: object = None) -> None:
+                if not woken.done():
+                    woken.set_result(None)
+
+            done.add_done_callback(wake)
+            timer = loop.call_later(self.settings.blocking_wait_s, wake)
+            try:
+                await woken
+            finally:
+                timer.cancel()
+                done.remove_done_callback(wake)
+        return done.result() if done.done() else None
+
+    async def _on_thread(self, function, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.get_running_loop().run_in_executor(self.threads, function, *args)
+
+
+def _split(raw_path: bytes) -> tuple[str, str] | None:
+    """(namespace, ``[pkg/]name``) of an invoke path (under ``_PREFIX``), or None when it is not one."""
+    path = unquote_to_bytes(raw_path[len(_PREFIX):]).decode("utf-8", "replace")
+    namespace, sep, name = path.partition(_ACTIONS)
+    if not sep or not namespace or "/" in namespace or not name:
+        return None
+    return namespace, name
+
+
+def _query(raw: bytes) -> dict[str, str]:
+    """The query's parameters, the first of a repeated name winning (as werkzeug's ``args.get``)."""
+    text = raw.decode("latin-1")
+    if "%" in text or "+" in text:
+        pairs = parse_qsl(text, keep_blank_values=True)
+    else:  # what clients send: plain words, parsed without the general machinery
+        pairs = [(name, value) for name, _, value in (part.partition("=") for part in text.split("&") if part)]
+    return dict(reversed(pairs))
+
+
+def _held_wait(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Completion], timeout_s: float) -> None:
+    """Hold this thread until ``done`` (on ``loop``) ends or ``timeout_s`` passes."""
+    finished = asyncio.run_coroutine_threadsafe(asyncio.wait([done], timeout=timeout_s), loop)
+    finished.result()

@@ -1,0 +1,68 @@
+"""A request as the server read it and the answer a handler gives, plus OpenWhisk's error body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from owx.gateway.ids import new_id
+
+JSON = "application/json"
+
+
+@dataclass(slots=True)
+class Request:
+    """One whole request: its body is read before any handler sees it (bounded by the server)."""
+
+    method: str
+    raw_path: bytes  # the request target's path, still percent-encoded
+    query: bytes  # the raw query string, without ``?``
+    raw_headers: list[tuple[bytes, bytes]]
+    body: bytes
+    client: tuple[str, int] | None
+    server: tuple[str, int]
+    scheme: str  # "http" or "https"
+    http_version: str  # "1.1"
+    _headers: dict[str, str] | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Lower-case names; a repeated header's values joined with "," (decoded when first asked)."""
+        if self._headers is None:
+            headers: dict[str, str] = {}
+            for raw_name, raw_value in self.raw_headers:
+                name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+                headers[name] = f"{headers[name]},{value}" if name in headers else value
+            self._headers = headers
+        return self._headers
+
+    def header(self, name: bytes) -> str | None:
+        """The first value of header ``name`` (lower-case), without decoding the others."""
+        for raw_name, raw_value in self.raw_headers:
+            if raw_name.lower() == name:
+                return raw_value.decode("latin-1")
+        return None
+
+
+@dataclass(slots=True)
+class Response:
+    """What goes on the wire: status, header pairs, body (``Content-Length`` is the server's)."""
+
+    status: int
+    body: bytes = b""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def json_response(value: Any, status: int = 200, headers: list[tuple[str, str]] | None = None) -> Response:
+    """A compact JSON answer."""
+    return Response(status, orjson.dumps(value), [("Content-Type", JSON), *(headers or ())])
+
+
+def error_response(status: int, message: str, transaction_id: str | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    """OpenWhisk's error answer: ``{"error": message, "code": transaction id}``, the id also in ``X-Request-ID``."""
+    code = transaction_id or new_id()
+    return json_response({"error": message, "code": code}, status,
+                         [("X-Request-ID", code), *(headers or {}).items()])

@@ -1,0 +1,119 @@
+"""A WSGI (Flask) application behind the gateway's server: its views run on a bounded thread pool.
+
+A view that must wait (a web action's answer) returns a placeholder with a :class:`Deferred`
+(:mod:`owx.gateway.deferred`): its thread is free at once, and the event loop awaits the future
+and renders the answer, so waits never hold the threads other requests need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from werkzeug.wrappers import Response as WerkzeugResponse
+
+from owx.gateway.deferred import ENVIRON_KEY, Deferred
+from owx.gateway.errors import INTERNAL, ApiError
+from owx.gateway.http.messages import Request, Response, error_response
+
+log = logging.getLogger(__name__)
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
+KEPT_HEADERS = ("x-request-id", "x-openwhisk-activation-id")  # from the view's placeholder to the final answer
+
+
+class WsgiBridge:
+    """Serves ``app`` to the server's connections (a handler: ``await bridge(request)``)."""
+
+    def __init__(self, app: WsgiApp, threads: int, name: str = "owx-http") -> None:
+        self.app = app
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
+
+    async def __call__(self, request: Request) -> Response:
+        environ = _environ(request)
+        answer = await asyncio.get_running_loop().run_in_executor(self.pool, _call, self.app, environ)
+        deferred = environ.get(ENVIRON_KEY)
+        if deferred is None:
+            return answer
+        kept = [(k, v) for k, v in answer.headers if k.lower() in KEPT_HEADERS]
+        transaction_id = next((v for k, v in kept if k.lower() == "x-request-id"), "")
+        settled = await settle(deferred, transaction_id)
+        settled.headers = [*((k, v) for k, v in settled.headers if k.lower() not in KEPT_HEADERS), *kept]
+        return settled
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def settle(deferred: Deferred, transaction_id: str) -> Response:
+    """The answer ``deferred`` renders once its future is done (or its timeout's answer)."""
+    try:
+        result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(deferred.future)), deferred.timeout_s)
+    except asyncio.TimeoutError:
+        if deferred.on_timeout is None:
+            return error_response(500, INTERNAL, transaction_id)
+        return await settle(deferred.on_timeout, transaction_id)
+    except Exception:  # noqa: BLE001 - the activation's pipeline failed: an internal error, never a crash
+        return error_response(500, INTERNAL, transaction_id)
+    try:
+        return _answer(deferred.render(result))
+    except ApiError as exc:
+        return error_response(exc.status, exc.message, transaction_id, exc.headers)
+    except Exception:  # noqa: BLE001 - a renderer's bug is an internal error, never a dropped connection
+        log.exception("rendering a deferred answer failed")
+        return error_response(500, INTERNAL, transaction_id)
+
+
+def _answer(response: WerkzeugResponse) -> Response:
+    return Response(response.status_code, response.get_data(), response.headers.to_wsgi_list())
+
+
+def _call(app: WsgiApp, environ: dict[str, Any]) -> Response:
+    """Run the WSGI app once; its answer."""
+    captured: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        captured["status"], captured["headers"] = int(status.split(" ", 1)[0]), headers
+        return lambda data: None
+
+    chunks = app(environ, start_response)
+    try:
+        body = b"".join(chunks)
+    finally:
+        if hasattr(chunks, "close"):
+            chunks.close()
+    return Response(captured["status"], body, captured["headers"])
+
+
+def _environ(request: Request) -> dict[str, Any]:
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": request.method,
+        "SCRIPT_NAME": "",
+        "PATH_INFO": unquote_to_bytes(request.raw_path).decode("latin-1"),
+        "QUERY_STRING": request.query.decode("latin-1"),
+        "SERVER_NAME": request.server[0],
+        "SERVER_PORT": str(request.server[1]),
+        "SERVER_PROTOCOL": f"HTTP/{request.http_version}",
+        "REMOTE_ADDR": request.client[0] if request.client else "",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": request.scheme,
+        "wsgi.input": io.BytesIO(request.body),
+        "wsgi.input_terminated": True,  # the whole body is here: werkzeug reads chunked requests too
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "CONTENT_LENGTH": str(len(request.body)),
+    }
+    for name, value in request.headers.items():
+        key = name.upper().replace("-", "_")
+        if key == "CONTENT_TYPE":
+            environ[key] = value
+        elif key != "CONTENT_LENGTH":
+            environ[f"HTTP_{key}"] = value
+    return environ

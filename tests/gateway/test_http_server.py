@@ -1,0 +1,186 @@
+"""owx's HTTP/1.1 server, on real sockets: keep-alive, pipelining in order, bounds on what a client
+can make it hold (head, body, idle time), and clear answers to bytes that are not HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from owx.common.eventloop import EventLoopThread
+from owx.gateway.http.messages import Request, Response, json_response
+from owx.gateway.http.protocol import HttpConnection, Limits
+
+LIMITS = Limits(max_head_bytes=4096, max_body_bytes=1000, idle_timeout_s=1.0)
+
+
+async def _handler(request: Request) -> Response:
+    """Echo the request; ``/slow/<ms>`` answers after that long, ``/boom`` fails, ``/split`` tries to
+    put a line break into a header."""
+    path = request.raw_path.decode()
+    if path.startswith("/slow/"):
+        await asyncio.sleep(int(path.rsplit("/", 1)[1]) / 1000)
+    if path == "/boom":
+        raise RuntimeError("a handler's bug")
+    if path == "/split":
+        return Response(200, b"{}", [("X-Evil", "a\r\nSet-Cookie: stolen=1")])
+    return json_response({"method": request.method, "path": path, "query": request.query.decode(),
+                          "body": request.body.decode(), "auth": request.header(b"authorization")})
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, int]]:
+    loop = EventLoopThread("test-http-loop")
+    connections: set[HttpConnection] = set()
+
+    async def start() -> asyncio.base_events.Server:
+        return await asyncio.get_running_loop().create_server(
+            lambda: HttpConnection(_handler, LIMITS, "http", connections), "127.0.0.1", 0)
+
+    listener = loop.submit(start()).result(10)
+    yield listener.sockets[0].getsockname()[:2]
+    loop.call(listener.close)
+    loop.close()
+
+
+def _connect(server: tuple[str, int]) -> socket.socket:
+    sock = socket.create_connection(server, timeout=5)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _read_answers(sock: socket.socket, count: int) -> list[tuple[int, dict[str, str], bytes]]:
+    """``count`` answers read off ``sock`` (status, headers with lower-case names, body)."""
+    buffer, answers = b"", []
+    while len(answers) < count:
+        while b"\r\n\r\n" not in buffer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"closed after {len(answers)} answers")
+            buffer += chunk
+        head, buffer = buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+        length = int(headers.get("content-length", "0"))
+        while len(buffer) < length:
+            buffer += sock.recv(65536)
+        answers.append((int(status_line.split()[1]), headers, buffer[:length]))
+        buffer = buffer[length:]
+    return answers
+
+
+def _closed(sock: socket.socket, within_s: float = 5.0) -> bool:
+    sock.settimeout(within_s)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _post(path: str, body: bytes = b"{}", extra: str = "") -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{extra}\r\n").encode() + body
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(server) -> None:
+    with _connect(server) as sock:
+        for n in range(3):
+            sock.sendall(_post(f"/n/{n}?blocking=true", b'{"n": %d}' % n, "Authorization: Basic abc\r\n"))
+            [(status, headers, body)] = _read_answers(sock, 1)
+            assert status == 200 and "date" in headers and "connection" not in headers
+            assert json.loads(body) == {"method": "POST", "path": f"/n/{n}", "query": "blocking=true",
+                                        "body": '{"n": %d}' % n, "auth": "Basic abc"}
+
+
+def test_pipelined_requests_are_answered_in_the_order_they_came(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(_post("/slow/200") + _post("/slow/0") + _post("/slow/50"))
+        answers = _read_answers(sock, 3)
+    assert [json.loads(body)["path"] for _, _, body in answers] == ["/slow/200", "/slow/0", "/slow/50"]
+
+
+def test_a_head_over_the_limit_is_431_and_closes(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 5000 + b"\r\n\r\n")
+        [(status, headers, body)] = _read_answers(sock, 1)
+        assert status == 431 and headers["connection"] == "close"
+        assert set(json.loads(body)) == {"error", "code"}
+        assert _closed(sock)
+
+
+def test_a_body_announced_over_the_limit_is_413_before_it_is_sent(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n")  # and no body at all
+        [(status, _, body)] = _read_answers(sock, 1)
+        assert status == 413 and "5000 > 1000" in json.loads(body)["error"]
+        assert _closed(sock)
+
+
+def test_a_chunked_body_over_the_limit_is_413(server) -> None:
+    with _connect(server) as sock:
+        chunk = b"a" * 600
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + b"%x\r\n%s\r\n" % (len(chunk), chunk) * 2 + b"0\r\n\r\n")
+        [(status, _, _)] = _read_answers(sock, 1)
+        assert status == 413 and _closed(sock)
+
+
+def test_a_chunked_body_within_the_limit_is_read_whole(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+        [(status, _, body)] = _read_answers(sock, 1)
+    assert status == 200 and json.loads(body)["body"] == "abcde"
+
+
+def test_bytes_that_are_not_http_get_400_and_the_connection_closes(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"\x16\x03\x01 this is no request\r\n\r\n")
+        [(status, _, body)] = _read_answers(sock, 1)
+        assert status == 400 and json.loads(body)["error"].startswith("The request is not valid HTTP/1.1")
+        assert _closed(sock)
+
+
+def test_a_slow_client_is_cut_off_after_the_idle_time_however_it_trickles(server) -> None:
+    with _connect(server) as sock:
+        started = time.monotonic()
+        for byte in b"POST / HTTP/1.1\r\nHost:":
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.1)
+        assert _closed(sock)
+        assert time.monotonic() - started < LIMITS.idle_timeout_s + 1.5
+
+
+def test_expect_100_continue_is_answered_before_the_body_comes(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(b"{}")
+        [(status, _, body)] = _read_answers(sock, 1)
+    assert status == 200 and json.loads(body)["body"] == "{}"
+
+
+def test_head_gets_no_body_and_http_1_0_is_closed_after_its_answer(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(5)
+        head = sock.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200 OK") and head.endswith(b"\r\n\r\n")  # nothing after the head
+    with _connect(server) as sock:
+        sock.sendall(b"GET /old HTTP/1.0\r\n\r\n")
+        [(status, headers, _)] = _read_answers(sock, 1)
+        assert status == 200 and headers["connection"] == "close" and _closed(sock)
+
+
+def test_a_failing_handler_answers_500_and_the_connection_lives_on(server) -> None:
+    with _connect(server) as sock:
+        sock.sendall(_post("/boom") + _post("/split") + _post("/after"))
+        answers = _read_answers(sock, 3)
+    assert [status for status, _, _ in answers] == [500, 500, 200]
+    assert all(b"stolen" not in body and "set-cookie" not in headers for _, headers, body in answers)
+    assert set(json.loads(answers[0][2])) == {"error", "code"}

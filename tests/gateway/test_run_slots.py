@@ -1,0 +1,91 @@
+"""Run slots: a namespace's share is capped, others are not delayed behind it, a freed slot goes to the
+namespaces that wait in turn (FIFO within one), and no hand-over is lost, however waits end."""
+
+from __future__ import annotations
+
+import asyncio
+
+from owx.gateway.pipeline.slots import RunSlots
+
+
+async def _holder(slots: RunSlots, key: str, log: list[str], release: asyncio.Event) -> None:
+    await slots.take(key)
+    log.append(key)
+    await release.wait()
+    slots.give_back(key)
+
+
+def test_a_namespace_over_its_share_waits_while_another_runs_at_once() -> None:
+    async def scenario() -> None:
+        slots = RunSlots(total=4, per_key=1)
+        release = asyncio.Event()
+        started: list[str] = []
+        a = [asyncio.create_task(_holder(slots, "a", started, release)) for _ in range(3)]
+        await asyncio.sleep(0.01)
+        assert started == ["a"] and slots.load() == (1, 2)  # a's share (1) is taken, two wait
+        b = asyncio.create_task(_holder(slots, "b", started, release))
+        await asyncio.sleep(0.01)
+        assert started == ["a", "b"]  # b is not behind a's backlog
+        release.set()
+        await asyncio.gather(*a, b)
+        assert started == ["a", "b", "a", "a"] and slots.load() == (0, 0)
+
+    asyncio.run(scenario())
+
+
+def test_freed_slots_go_to_waiting_namespaces_in_turn() -> None:
+    async def scenario() -> None:
+        slots = RunSlots(total=1, per_key=1)
+        order: list[str] = []
+        await slots.take("x")  # the only slot: everybody below waits
+
+        async def one(key: str) -> None:
+            await slots.take(key)
+            order.append(key)
+            slots.give_back(key)
+
+        waiting = [asyncio.create_task(one(key)) for key in ("a", "a", "a", "b", "c")]
+        await asyncio.sleep(0.01)
+        slots.give_back("x")
+        await asyncio.gather(*waiting)
+        assert order == ["a", "b", "c", "a", "a"]  # round-robin by namespace, FIFO within one
+
+    asyncio.run(scenario())
+
+
+def test_a_wait_cancelled_as_its_slot_arrives_passes_the_slot_on() -> None:
+    async def scenario() -> None:
+        slots = RunSlots(total=1, per_key=1)
+        await slots.take("x")
+        first = asyncio.create_task(slots.take("a"))
+        second = asyncio.create_task(slots.take("b"))
+        await asyncio.sleep(0.01)
+        slots.give_back("x")  # grants a's turn ...
+        first.cancel()  # ... whose task is cancelled before it resumes
+        await asyncio.wait_for(second, 1)  # b got the slot a never used
+        assert slots.load() == (1, 0)
+        slots.give_back("b")
+        assert slots.load() == (0, 0)
+
+    asyncio.run(scenario())
+
+
+def test_no_namespace_ever_holds_more_than_its_share() -> None:
+    async def scenario() -> None:
+        slots = RunSlots(total=3, per_key=2)
+        running = {"a": 0, "b": 0}
+        most = {"a": 0, "b": 0}
+
+        async def job(key: str) -> None:
+            await slots.take(key)
+            running[key] += 1
+            most[key] = max(most[key], running[key])
+            await asyncio.sleep(0.002)
+            running[key] -= 1
+            slots.give_back(key)
+
+        await asyncio.gather(*(job(key) for _ in range(20) for key in ("a", "a", "b")))
+        assert most["a"] == 2 and most["b"] <= 2  # a had work for all three slots
+        assert slots.load() == (0, 0)
+
+    asyncio.run(scenario())
