@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -21,6 +20,7 @@ from typing import Any
 from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary
 from owx.gateway.stores.base import AUTH_COLLECTION, AUTH_UUID_FIELD, Conflict, Entity, StoreUnavailable
 from owx.gateway.stores.cache import EntityCache
+from owx.gateway.stores.ownership import own
 from owx.gateway.stores.validation import (
     UpdateClock,
     check_activation_id,
@@ -83,18 +83,7 @@ class _OwnedDatabase:
 
     def __init__(self, path: Path, schema: str) -> None:
         self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as err:
-            raise StoreUnavailable(f"cannot use data directory {path.parent}: {err}") from err
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            raise StoreUnavailable(
-                f"{path} is in use by another owx store (one process owns a data directory)"
-            ) from None
+        self._lock_fd = own(Path(f"{path}.lock"), str(path))
         try:
             with _sqlite_errors(path):
                 conn = self.connect()
