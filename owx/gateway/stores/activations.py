@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from owx.gateway.stores.base import InvalidInput
-from owx.gateway.stores.validation import check_activation_id, check_namespace, encode_doc
+from owx.gateway.stores.validation import check_activation_id, check_field, check_namespace, encode_doc
 
 #: ``response.status`` -> the ``statusCode`` OpenWhisk puts in activation summaries.
 STATUS_CODES = {"success": 0, "application error": 1, "action developer error": 2, "whisk internal error": 3}
@@ -69,7 +69,7 @@ def to_row(doc: object) -> ActivationRow:
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         raise InvalidInput(f"activation start must be epoch milliseconds (int), got {start!r:.80}")
     text = encode_doc(doc, "activation record")
-    return ActivationRow(activation_id, namespace, filter_name(doc), start, text)
+    return ActivationRow(activation_id, namespace, check_field(filter_name(doc), "activation name"), start, text)
 
 
 def summary(doc: dict[str, Any]) -> dict[str, Any]:

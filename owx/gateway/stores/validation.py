@@ -50,10 +50,17 @@ def describe(key: tuple[str, str, str]) -> str:
 
 
 def check_namespace(namespace: object) -> str:
-    ns = _text(namespace, "namespace", 256)
+    ns = check_field(_text(namespace, "namespace", 256), "namespace")
     if "/" in ns:
         raise InvalidInput(f"namespace must not contain '/': {ns!r}")
     return ns
+
+
+def check_field(value: str, what: str) -> str:
+    """``value`` unless it holds a tab or a newline, which separate the activation log's fields and lines."""
+    if "\t" in value or "\n" in value:
+        raise InvalidInput(f"{what} must not contain tabs or newlines: {value!r:.80}")
+    return value
 
 
 def check_name_filter(name: object) -> str | None:
@@ -96,7 +103,11 @@ def is_valid_rev(rev: str) -> bool:
 
 
 def encode_doc(doc: object, what: str = "document") -> str:
-    """The JSON text of ``doc`` (a dict), or `InvalidInput` if it is not storable JSON."""
+    """The JSON text of ``doc`` (a dict), or `InvalidInput` if it is not storable JSON.
+
+    The text holds no raw tab or newline, which the activation log's line format relies on: the
+    encoder escapes every control character inside strings, and compact separators without
+    ``indent`` put no whitespace between tokens."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{what} must be a JSON object, got {type(doc).__name__}")
     try:
