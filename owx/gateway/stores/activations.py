@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from owx.gateway.stores.base import InvalidInput
 from owx.gateway.stores.validation import check_activation_id, check_field, check_namespace, encode_doc
@@ -35,6 +35,9 @@ class AcceptedRow:
     activation_id: str
     namespace: str
     text: str
+
+
+Row = Union[ActivationRow, AcceptedRow]
 
 
 def to_accepted(entry: dict[str, Any]) -> AcceptedRow:
