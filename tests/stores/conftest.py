@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,12 +58,13 @@ def couch_prefix(couchdb_url: str) -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "couchdb"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    activation_log = tmp_path / "activation-log"
     if request.param == "sqlite":
         yield from _closing(
             Backend(
                 "sqlite",
                 lambda **kw: SQLiteEntityStore(tmp_path / "owx.db", **kw),
-                lambda **kw: SQLiteActivationStore(tmp_path / "activations.db", **kw),
+                lambda log=activation_log, **kw: SQLiteActivationStore(tmp_path / "activations.db", log, **kw),
             )
         )
     else:
@@ -70,9 +73,23 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
             Backend(
                 "couchdb",
                 lambda **kw: CouchEntityStore(url, prefix, **kw),
-                lambda **kw: CouchActivationStore(url, prefix, **kw),
+                lambda log=activation_log, **kw: CouchActivationStore(url, prefix, log, **kw),
             )
         )
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A directory on a tmpfs of 64 KiB."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount)], check=True)
 
 
 def _closing(backend: Backend) -> Iterator[Backend]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,20 +39,6 @@ def lines_of(path: Path) -> list[Row]:
     data = path.read_bytes()
     assert data.endswith(b"\n")
     return [decode(line) for line in data.split(b"\n")[:-1]]
-
-
-@pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A directory on a tmpfs of 64 KiB."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "--lazy", str(mount)], check=True)
 
 
 def test_json_text_never_holds_a_raw_tab_or_newline() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from owx.settings import Settings
-from owx.gateway.inline import NeedsThread, on_loop
+from owx.gateway.inline import on_loop
 from owx.gateway.stores import AUTH_COLLECTION, StoreUnavailable, open_stores
 from owx.gateway.stores.couch import CouchActivationStore, CouchEntityStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore, SQLiteEntityStore
@@ -53,9 +53,11 @@ def test_sqlite_file_is_owned_by_one_store(tmp_path: Path) -> None:
     entities = SQLiteEntityStore(tmp_path / "owx.db")
     with pytest.raises(StoreUnavailable, match="in use"):
         SQLiteEntityStore(tmp_path / "owx.db")
-    activations = SQLiteActivationStore(tmp_path / "activations.db")
+    activations = SQLiteActivationStore(tmp_path / "activations.db", tmp_path / "log")
     with pytest.raises(StoreUnavailable, match="in use"):
-        SQLiteActivationStore(tmp_path / "activations.db")
+        SQLiteActivationStore(tmp_path / "activations.db", tmp_path / "other-log")
+    with pytest.raises(StoreUnavailable, match="activation log .* in use"):
+        SQLiteActivationStore(tmp_path / "other.db", tmp_path / "log")
     entities.close()
     activations.close()
     SQLiteEntityStore(tmp_path / "owx.db").close()  # free again once closed
@@ -78,27 +80,30 @@ def test_open_stores_from_settings(tmp_path: Path, couchdb_url: str, couch_prefi
     entities.close()
     activations.close()
     assert {p.name for p in (tmp_path / "data").glob("*.db")} == {"owx.db", "activations.db"}
+    assert (tmp_path / "data" / "activation-log").is_dir()
 
     entities, activations = open_stores(Settings(data_dir=tmp_path / "data", gateway={"store": "sqlite"}))
     assert activations.get("guest", record["activationId"]) == record
     entities.close()
     activations.close()
 
-    settings = Settings(gateway={"store": "couchdb", "couchdb_url": couchdb_url, "couchdb_prefix": couch_prefix})
+    settings = Settings(data_dir=tmp_path / "gateway", gateway={"store": "couchdb", "couchdb_url": couchdb_url,
+                                                                 "couchdb_prefix": couch_prefix})
     entities, activations = open_stores(settings)
     assert isinstance(entities, CouchEntityStore) and isinstance(activations, CouchActivationStore)
     entities.close()
     activations.close()
+    assert {p.name for p in (tmp_path / "gateway").iterdir()} == {"activation-log"}  # the gateway's own log
 
 
-def test_unreachable_couchdb_is_a_clear_error() -> None:
+def test_unreachable_couchdb_is_a_clear_error(tmp_path: Path) -> None:
     url = f"http://admin:secret@127.0.0.1:{free_port()}"
     started = time.monotonic()
     with pytest.raises(StoreUnavailable, match="unreachable") as caught:
         open_stores(Settings(gateway={"store": "couchdb", "couchdb_url": url}))
     assert "secret" not in str(caught.value)
     with pytest.raises(StoreUnavailable):
-        CouchActivationStore(url, "owx_")
+        CouchActivationStore(url, "owx_", tmp_path / "log")
     assert time.monotonic() - started < 10
 
 
@@ -106,7 +111,7 @@ def test_couchdb_going_down_and_coming_back(tmp_path: Path) -> None:
     port = free_port()
     with pouchdb_server(port, data_dir=tmp_path / "couch") as url:
         entities = CouchEntityStore(url, "owx_", cache_ttl_s=0, timeout_s=2)
-        activations = CouchActivationStore(url, "owx_", timeout_s=2, read_flush_timeout_s=1)
+        activations = CouchActivationStore(url, "owx_", tmp_path / "log", timeout_s=2, read_flush_timeout_s=1)
         entities.put("guest", "actions", "a", {"v": 1}, None)
         written = activation("guest", "hello", 1)
         activations.put(written)
@@ -136,40 +141,49 @@ def test_couchdb_going_down_and_coming_back(tmp_path: Path) -> None:
         activations.close()
 
 
-def test_a_database_that_stays_down_fails_puts_once_the_queue_is_full_and_close_says_what_is_lost() -> None:
+def test_a_database_that_stays_down_refuses_new_activations_once_the_queue_is_full_and_loses_no_record(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with pouchdb_server() as url:
-        # submit waits long enough that the writer has tried the dead database (a slow machine took
-        # over 0.2 s for its first attempt) so the error can name why
-        options = WriterOptions(max_pending=3, submit_wait_s=3.0, close_wait_s=1)
-        activations = CouchActivationStore(url, "owx_", timeout_s=1, writer=options)
-    for start in range(3):
+        activations = CouchActivationStore(url, "owx_", tmp_path / "log", timeout_s=1,
+                                           writer=WriterOptions(max_pending=3, close_wait_s=1))
+    records = [activation("guest", "hello", start) for start in range(4)]
+    for record in records[:3]:
         assert not activations.backlogged()
-        activations.put(activation("guest", "hello", start))
+        assert activations.put(record).done()  # durable in the activation log at once
     assert activations.backlogged()
-    with on_loop(), pytest.raises(NeedsThread):  # the gateway's event loop never waits for room
-        activations.put(activation("guest", "hello", 3))
-    with pytest.raises(StoreUnavailable, match="3 activation records wait to be written.*unreachable"):
-        activations.put(activation("guest", "hello", 3))
-    with pytest.raises(StoreUnavailable, match="3 activation records could not be written"):
-        activations.close()
+    with pytest.raises(StoreUnavailable, match="unreachable"):
+        activations.flush(5)  # the writer has tried the dead database, so the refusal can say why
+    started = time.monotonic()
+    with on_loop(), pytest.raises(StoreUnavailable, match="behind: 3 activation records wait to be written.*unreachable"):
+        activations.accept({"activationId": "refused", "namespace": "guest"})  # no wait, even on the event loop
+    assert time.monotonic() - started < 0.5
+    with on_loop():
+        assert activations.put(records[3]).done()  # the record of an accepted activation is always taken
+    assert activations.unfinished() == []  # the refused activation was not journalled
+    activations.close()  # what the database did not take stays in the log: nothing is lost
+    assert "4 activation records stay in the activation log" in caplog.text
+
+    with pouchdb_server() as url:  # the next start writes them
+        reopened = CouchActivationStore(url, "owx_", tmp_path / "log")
+        reopened.flush(30)
+        assert reopened.list("guest", docs=True) == records[::-1]
+        reopened.close()
 
 
-def test_large_records_a_database_cannot_take_are_bounded_in_bytes_not_only_in_count() -> None:
+def test_large_records_a_database_cannot_take_are_bounded_in_bytes_not_only_in_count(tmp_path: Path) -> None:
     """Records of 1 MiB each (a tenant's large results) fill the queue by bytes long before its row
-    count: then puts wait and fail instead of holding gigabytes."""
+    count: then new activations are refused instead of the queue holding gigabytes."""
     with pouchdb_server() as url:
-        options = WriterOptions(max_pending=50_000, max_pending_bytes=4 * 1024 * 1024, submit_wait_s=0.2,
-                                close_wait_s=1)
-        activations = CouchActivationStore(url, "owx_", timeout_s=1, writer=options)
+        options = WriterOptions(max_pending=50_000, max_pending_bytes=4 * 1024 * 1024, close_wait_s=1)
+        activations = CouchActivationStore(url, "owx_", tmp_path / "log", timeout_s=1, writer=options)
     big = "x" * (1024 * 1024)
     for start in range(4):
         assert not activations.backlogged()
         activations.put(activation("guest", "hello", start, logs=[big]))
     assert activations.backlogged()
     with pytest.raises(StoreUnavailable, match="4 activation records wait to be written"):
-        activations.put(activation("guest", "hello", 4))
-    with pytest.raises(StoreUnavailable, match="4 activation records could not be written"):
-        activations.close()
+        activations.accept({"activationId": "refused", "namespace": "guest"})
+    activations.close()
 
 
 def test_couchdb_cache_staleness_is_bounded_by_its_ttl(couchdb_url: str, couch_prefix: str) -> None:

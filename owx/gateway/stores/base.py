@@ -85,27 +85,33 @@ class EntityStore(Protocol):
 
 @runtime_checkable
 class ActivationStore(Protocol):
-    """OpenWhisk activation records, written behind: `put` returns at once and a single
-    writer thread commits in batches. Reads see every record put before them."""
+    """OpenWhisk activation records. Writes are durable once appended to the gateway's activation
+    log (a write-ahead log in its data directory), and a single writer thread commits them to the
+    database behind, in batches. Reads see every record put before them."""
 
     def put(self, doc: dict[str, Any]) -> Future[None]:
-        """Queue one record (``activationId``, ``namespace``, ``name``, ``start`` required); the
-        future completes once it is committed (and its accepted entry, if any, is gone).
+        """Take one record (``activationId``, ``namespace``, ``name``, ``start`` required), never
+        waiting; the future completes once it is durable: at once when the activation log took it
+        (its accepted entry, if any, is then closed), else once the database has committed it.
 
         Records are immutable: a second put of the same ``activationId`` is ignored (the
         first write wins, which exactly-once commits rely on). Bad records raise
-        `InvalidInput` here, synchronously. If the backlog is full because the database
-        is unreachable, raises `StoreUnavailable`."""
+        `InvalidInput` here, synchronously. Records of accepted activations are taken even when
+        the store is behind (the log holds them); raises `StoreUnavailable` only once closed."""
 
     def accept(self, entry: dict[str, Any]) -> Future[None]:
-        """Journal an activation owx answered for but has not recorded yet (``activationId``,
-        ``namespace`` and what a failed record needs); the future completes once it is durable."""
+        """Journal an activation owx answers for but has not recorded yet (``activationId``,
+        ``namespace`` and what a failed record needs), in the activation log: the future is complete
+        on return. Raises `StoreUnavailable` at once, without waiting, when the store is behind
+        (`backlogged`) or the log cannot take it: the activation must not start then."""
 
     def backlogged(self) -> bool:
-        """Whether `put` and `accept` would now wait for room in the write queue."""
+        """Whether the records waiting for the database are at the queue's bound, so that `accept`
+        refuses new activations."""
 
     def unfinished(self) -> builtins.list[dict[str, Any]]:
-        """Journalled entries whose activation has no record (left by a gateway that died)."""
+        """Journalled entries whose activation has no record yet, from the activation log: at open,
+        those a gateway that died left (no database query: a record enters the log before the database)."""
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         """The full record if it belongs to ``namespace``, else None."""
@@ -135,5 +141,6 @@ class ActivationStore(Protocol):
         Raises `StoreUnavailable` if that does not happen within ``timeout`` seconds."""
 
     def close(self) -> None:
-        """Flush, stop the writer, release connections. Raises `StoreUnavailable` (after
-        trying for a while) if records could not be written. Idempotent."""
+        """Flush (trying for a while), stop the writer, release connections. Records the database
+        did not take stay in the activation log for the next start (a warning says how many);
+        raises `StoreUnavailable` for those the log could not take either. Idempotent."""

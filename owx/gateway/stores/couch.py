@@ -25,13 +25,15 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import couchdb
 import couchdb.http
 
-from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary
+from owx.gateway.stores.activation_log import ActivationLog
+from owx.gateway.stores.activations import ActivationRow, summary, to_accepted
 from owx.gateway.stores.base import (
     AUTH_COLLECTION,
     AUTH_UUID_FIELD,
@@ -56,13 +58,13 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions, WrittenBehind
+from owx.gateway.stores.writebehind import WriteBehind, WriterOptions, WrittenBehind
 
 log = logging.getLogger(__name__)
 
 _DB_NAME = re.compile(r"[a-z][a-z0-9_$()+/-]*")
 _DESIGN = "owx"
-ACCEPTED_PREFIX = "accepted:"  # ids of accepted-activation entries (they carry no record: no view lists them)
+ACCEPTED_PREFIX = "accepted:"  # ids of the accepted-activation entries older versions kept here
 
 _ENTITY_VIEWS = {
     "by_updated": {
@@ -320,12 +322,15 @@ class CouchEntityStore:
 
 
 class CouchActivationStore(WrittenBehind):
-    """`ActivationStore` in CouchDB database ``<prefix>activations``, written behind with ``_bulk_docs``."""
+    """`ActivationStore` in CouchDB database ``<prefix>activations``, written behind with ``_bulk_docs``;
+    rows are durable once in the activation log (a directory, or an `ActivationLog`), which is this
+    gateway's own even when several share the database."""
 
     def __init__(
         self,
         url: str,
         prefix: str,
+        activation_log: ActivationLog | Path,
         timeout_s: float = 30.0,
         read_flush_timeout_s: float = 30.0,
         writer: WriterOptions | None = None,
@@ -333,31 +338,43 @@ class CouchActivationStore(WrittenBehind):
         self._couch = CouchDatabase(url, f"{prefix}activations", _ACTIVATION_VIEWS, timeout_s)
         self._db = self._couch.db
         self._read_flush_timeout_s = read_flush_timeout_s
-        self._writer = WriteBehind(self._commit, f"owx-activations-{prefix}", writer)
         self._closed = False
         self._close_lock = threading.Lock()
+        try:
+            self._writer = WriteBehind(self._commit, f"owx-activations-{prefix}", activation_log, writer)
+        except BaseException:
+            self._couch.close()
+            raise
+        try:
+            self._take_old_journal()
+        except BaseException:
+            self.close()
+            raise
 
-    def _commit(self, rows: builtins.list[Row]) -> None:
-        docs: list[dict[str, Any]] = []
-        for row in rows:
-            if isinstance(row, AcceptedRow):
-                docs.append({"_id": ACCEPTED_PREFIX + row.activation_id, "namespace": row.namespace,
-                             "accepted": json.loads(row.text)})
-                continue
+    def _take_old_journal(self) -> None:
+        """Move the ``accepted:`` documents older versions kept (those without a record) into the
+        activation log, then delete them: once, at the first open by this version."""
+        with self._couch.errors():
+            rows = self._db.view("_all_docs", startkey=ACCEPTED_PREFIX, endkey=ACCEPTED_PREFIX + "\ufff0",
+                                 include_docs=True).rows
+            if not rows:
+                return
+            entries = [row.doc["accepted"] for row in rows]
+            recorded = {row.id for row in self._db.view("_all_docs", keys=[e["activationId"] for e in entries]).rows
+                        if row.value and not row.value.get("deleted")}
+            self._writer.adopt([to_accepted(e) for e in entries if e["activationId"] not in recorded])
+            self._db.update([{"_id": row.id, "_rev": row.value["rev"], "_deleted": True} for row in rows])
+
+    def _commit(self, records: builtins.list[ActivationRow]) -> None:
+        docs = []
+        for row in records:
             record = json.loads(row.text)
             docs.append({"_id": row.activation_id, "namespace": row.namespace, "name": row.name,
                          "start": row.start, "summary": summary(record), "record": record})
         with self._couch.errors():
-            results = self._db.update(docs)
-            for ok, doc_id, detail in results:
+            for ok, doc_id, detail in self._db.update(docs):
                 if not ok and not isinstance(detail, couchdb.http.ResourceConflict):  # a conflict is a duplicate id
                     log.error("CouchDB refused activation document %s: %s; it is dropped", doc_id, detail)
-            recorded = [ACCEPTED_PREFIX + r.activation_id for r in rows if isinstance(r, ActivationRow)]
-            entries = self._db.view("_all_docs", keys=recorded).rows if recorded else []
-            gone = [{"_id": e.id, "_rev": e.value["rev"], "_deleted": True} for e in entries
-                    if e.value and not e.value.get("deleted")]
-            if gone:
-                self._db.update(gone)
 
     @contextlib.contextmanager
     def _call(self) -> Iterator[None]:
@@ -365,16 +382,6 @@ class CouchActivationStore(WrittenBehind):
             raise StoreUnavailable("activation store is closed")
         with self._couch.errors():
             yield
-
-    def unfinished(self) -> builtins.list[dict[str, Any]]:
-        self._writer.flush(self._read_flush_timeout_s)
-        with self._call():
-            rows = self._db.view("_all_docs", startkey=ACCEPTED_PREFIX, endkey=ACCEPTED_PREFIX + "\ufff0",
-                                 include_docs=True).rows
-            entries = [row.doc["accepted"] for row in rows]
-            recorded = {row.id for row in self._db.view("_all_docs", keys=[e["activationId"] for e in entries]).rows
-                        if row.value and not row.value.get("deleted")}
-        return [e for e in entries if e["activationId"] not in recorded]
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))

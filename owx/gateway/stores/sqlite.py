@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from owx.gateway.stores.activations import AcceptedRow, ActivationRow, summary
+from owx.gateway.stores.activation_log import ActivationLog
+from owx.gateway.stores.activations import ActivationRow, summary, to_accepted
 from owx.gateway.stores.base import AUTH_COLLECTION, AUTH_UUID_FIELD, Conflict, Entity, StoreUnavailable
 from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.ownership import own
@@ -35,7 +36,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import Row, WriteBehind, WriterOptions, WrittenBehind
+from owx.gateway.stores.writebehind import WriteBehind, WriterOptions, WrittenBehind
 
 _ENTITY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -62,10 +63,6 @@ CREATE TABLE IF NOT EXISTS activations (
 );
 CREATE INDEX IF NOT EXISTS activations_by_start ON activations (namespace, start DESC, activation_id DESC);
 CREATE INDEX IF NOT EXISTS activations_by_name ON activations (namespace, name, start DESC, activation_id DESC);
-CREATE TABLE IF NOT EXISTS accepted (
-    activation_id TEXT PRIMARY KEY,
-    entry         TEXT NOT NULL
-);
 """
 
 
@@ -257,42 +254,50 @@ def _check_rev(key: tuple[str, str, str], current: str | None, rev: str | None) 
 
 
 class SQLiteActivationStore(WrittenBehind):
-    """`ActivationStore` in one SQLite file, written behind by one thread."""
+    """`ActivationStore` in one SQLite file, written behind by one thread; rows are durable once
+    in the activation log (a directory, or an `ActivationLog`)."""
 
-    def __init__(self, path: Path, read_flush_timeout_s: float = 10.0, writer: WriterOptions | None = None) -> None:
+    def __init__(self, path: Path, activation_log: ActivationLog | Path, read_flush_timeout_s: float = 10.0,
+                 writer: WriterOptions | None = None) -> None:
         self._db = _OwnedDatabase(path, _ACTIVATION_SCHEMA)
-        self._read_conn = self._db.connect()
-        self._write_conn = self._db.connect()
         self._lock = threading.Lock()
         self._read_flush_timeout_s = read_flush_timeout_s
-        self._writer = WriteBehind(self._commit, f"owx-activations-{path.name}", writer)
         self._closed = False
+        try:
+            self._read_conn = self._db.connect()
+            self._write_conn = self._db.connect()
+            self._writer = WriteBehind(self._commit, f"owx-activations-{path.name}", activation_log, writer)
+        except BaseException:
+            self._db.release()
+            raise
+        try:
+            self._take_old_journal()
+        except BaseException:
+            self.close()
+            raise
 
-    def _commit(self, rows: builtins.list[Row]) -> None:
-        records = [r for r in rows if isinstance(r, ActivationRow)]
+    def _take_old_journal(self) -> None:
+        """Move the entries of the ``accepted`` table older versions kept (those without a record)
+        into the activation log, then drop the table: once, at the first open by this version."""
+        if not self._query("SELECT 1 FROM sqlite_master WHERE type='table' AND name='accepted'", ()):
+            return  # the writer thread runs already: this uses the connection of reads
+        rows = self._query("SELECT entry FROM accepted WHERE activation_id NOT IN "
+                           "(SELECT activation_id FROM activations)", ())
+        self._writer.adopt([to_accepted(json.loads(text)) for (text,) in rows])
+        self._query("DROP TABLE accepted", ())
+
+    def _commit(self, records: builtins.list[ActivationRow]) -> None:
         with _sqlite_errors(self._db.path), _transaction(self._write_conn):
-            self._write_conn.executemany(
-                "INSERT OR IGNORE INTO accepted VALUES (?, ?)",
-                [(r.activation_id, r.text) for r in rows if isinstance(r, AcceptedRow)],
-            )
             self._write_conn.executemany(
                 "INSERT OR IGNORE INTO activations VALUES (?, ?, ?, ?, ?)",
                 [(r.activation_id, r.namespace, r.name, r.start, r.text) for r in records],
             )
-            self._write_conn.executemany("DELETE FROM accepted WHERE activation_id=?",
-                                         [(r.activation_id,) for r in records])
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
         with self._lock, _sqlite_errors(self._db.path):
             if self._closed:
                 raise StoreUnavailable("activation store is closed")
             return self._read_conn.execute(sql, args).fetchall()
-
-    def unfinished(self) -> builtins.list[dict[str, Any]]:
-        self._writer.flush(self._read_flush_timeout_s)
-        rows = self._query("SELECT entry FROM accepted WHERE activation_id NOT IN "
-                           "(SELECT activation_id FROM activations)", ())
-        return [json.loads(text) for (text,) in rows]
 
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))

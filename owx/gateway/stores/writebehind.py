@@ -1,14 +1,18 @@
-"""Write-behind of activation records: callers queue, one writer thread commits batches.
+"""Write-behind of activation records: the activation log makes each row durable at once, one
+writer thread commits the records to the database in batches.
 
-What is queued: records (``ActivationRow``) and accepted-activation entries (``AcceptedRow``,
-the crash journal). Each write returns a future that completes when its batch is committed,
-so a caller can answer only once what it answers for is durable, while one commit serves
-many callers (group commit). A queued record stays readable until its batch is committed,
-so reads see every record put before them. Failed commits are retried with backoff; the queue
-is bounded in rows and in bytes (workers hand records on without waiting for their commit, so a
-tenant whose actions return large results faster than the database takes them meets this bound),
-so a database that stays behind turns into waits, then `StoreUnavailable`, at `submit` instead of
-unbounded memory.
+``submit`` appends the row to the `ActivationLog` (one ``os.write``) and returns a completed
+future: an answer may name the row now, and the database commit (tens of µs and a thread
+hand-off per record) is off its path. Records are queued for the writer, which commits them in
+batches, retries failed commits with backoff, and tells the log what the database holds so that
+it deletes old segments. A queued record stays readable until its batch is committed, so reads see
+every record put before them. Accepted-activation entries (the crash journal) live in the log only.
+
+The queue is bounded in rows and in bytes: past the bound the store is *behind* and refuses new
+activations at once (`accept` raises `StoreUnavailable`; its callers run on an event loop and never
+wait), while the records of activations already accepted are always taken, the log holding them.
+So the queue exceeds its bound by at most the activations in flight. If the log cannot take a
+record (a full disk), its future completes when the database has it, as before the log existed.
 """
 
 from __future__ import annotations
@@ -21,47 +25,51 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Union
+from pathlib import Path
+from typing import Any
 
-from owx.gateway.stores.activations import AcceptedRow, ActivationRow, to_accepted, to_row
+from owx.gateway.stores.activation_log import ActivationLog
+from owx.gateway.stores.activations import AcceptedRow, ActivationRow, Row, to_accepted, to_row
 from owx.gateway.stores.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-Row = Union[ActivationRow, AcceptedRow]
-Commit = Callable[[list[Row]], None]
+Commit = Callable[[list[ActivationRow]], None]
 Fetch = Callable[[str], "tuple[str, dict[str, Any]] | None"]
+# (position in the queue's order, record, its sequence in the activation log, or the future of a
+# record the log could not take)
+_Queued = tuple[int, ActivationRow, int | None, Future[None] | None]
 
 
 @dataclass(frozen=True)
 class WriterOptions:
     """Bounds of the write-behind queue."""
 
-    max_pending: int = 50_000  # queued rows before `submit` waits, then fails
-    max_pending_bytes: int = 256 * 1024 * 1024  # queued JSON text before `submit` waits, then fails
-    max_batch: int = 500  # rows per commit
-    submit_wait_s: float = 5.0  # how long `submit` waits for room in a full queue
+    max_pending: int = 50_000  # queued records past which `accept` is refused
+    max_pending_bytes: int = 256 * 1024 * 1024  # queued JSON text past which `accept` is refused
+    max_batch: int = 500  # records per commit
     close_wait_s: float = 30.0  # how long `close` keeps retrying to write what is queued
 
 
 class WriteBehind:
-    """A bounded queue of rows drained by one thread calling ``commit(batch)``.
+    """Rows journalled in an activation log, records queued for one thread calling ``commit(batch)``.
 
-    ``commit`` must be idempotent per row (records whose ``activation_id`` exists are skipped,
-    accepted entries likewise), since a batch whose commit raised is retried whole. It writes
-    a batch's accepted entries before its records and drops the entries of recorded activations.
+    ``commit`` must be idempotent per record (records whose ``activation_id`` exists are skipped):
+    a batch whose commit raised is retried whole, and the log replays records the database may
+    have committed already. ``activation_log`` is a directory or an `ActivationLog` (owned from
+    now on); what it holds from an earlier run is queued at once, so it is readable at once.
     """
 
-    def __init__(self, commit: Commit, name: str, options: WriterOptions | None = None) -> None:
+    def __init__(self, commit: Commit, name: str, activation_log: ActivationLog | Path,
+                 options: WriterOptions | None = None) -> None:
         self._commit = commit
         options = options or WriterOptions()
         self._max_pending = options.max_pending
         self._max_pending_bytes = options.max_pending_bytes
         self._pending_bytes = 0
         self._max_batch = options.max_batch
-        self._submit_wait_s = options.submit_wait_s
         self._close_wait_s = options.close_wait_s
-        self._queue: deque[tuple[int, Row, Future[None]]] = deque()
+        self._queue: deque[_Queued] = deque()
         self._records: dict[str, ActivationRow] = {}  # queued records, readable until committed
         self._cond = threading.Condition()
         self._seq = 0
@@ -69,35 +77,76 @@ class WriteBehind:
         self._last_error: BaseException | None = None
         self._closing = False
         self._close_deadline = float("inf")
+        self._log = activation_log if isinstance(activation_log, ActivationLog) else ActivationLog(activation_log)
+        try:
+            replayed = self._log.replay()
+        except BaseException:
+            self._log.close()
+            raise
+        with self._cond:
+            for seq, row in replayed.records:
+                self._enqueue(row, seq, None)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, row: Row) -> Future[None]:
-        """Queue ``row``; the future completes when it is committed. A record whose id is already
-        queued is not queued again (first write wins): its future completes with the first."""
+        """Journal ``row`` in the activation log and queue it if it is a record; the future is
+        complete on return (the row is durable) unless the log could not take a record, which then
+        completes when the database has it. A record whose id is queued is ignored (first write wins).
+
+        Raises `StoreUnavailable` when closed, and for an accepted entry when the store is behind
+        (see `backlogged`) or the log cannot take it: a new activation must not start then."""
+        done: Future[None] = Future()
         with self._cond:
-            if not self._cond.wait_for(lambda: not self.backlogged() or self._closing, self._submit_wait_s):
-                raise StoreUnavailable(
-                    f"{len(self._queue)} activation records wait to be written ({self._pending_bytes} bytes); "
-                    f"last error: {self._last_error}")
             if self._closing:
                 raise StoreUnavailable("activation store is closed")
-            done: Future[None] = Future()
-            if isinstance(row, ActivationRow):
-                if row.activation_id in self._records:
-                    done.set_result(None)
+            if isinstance(row, AcceptedRow):
+                self._journal(row)
+            elif row.activation_id not in self._records:
+                try:
+                    seq = self._log.append(row)
+                except OSError as err:
+                    log.warning("the activation log cannot take record %s (%s): it is durable once committed",
+                                row.activation_id, err)
+                    self._enqueue(row, None, done)
                     return done
-                self._records[row.activation_id] = row
-            self._seq += 1
-            self._queue.append((self._seq, row, done))
-            self._pending_bytes += len(row.text)
-            self._cond.notify_all()
-            return done
+                self._enqueue(row, seq, None)
+        done.set_result(None)
+        return done
+
+    def _journal(self, entry: AcceptedRow) -> None:
+        if self.backlogged():
+            raise StoreUnavailable(f"the activation store is behind: {len(self._queue)} activation records wait "
+                                   f"to be written ({self._pending_bytes} bytes); last database error: {self._last_error}")
+        try:
+            self._log.append(entry)
+        except OSError as err:
+            raise StoreUnavailable(f"the activation store is behind: its activation log fails: {err}") from err
+
+    def _enqueue(self, row: ActivationRow, seq: int | None, done: Future[None] | None) -> None:
+        self._seq += 1
+        self._records[row.activation_id] = row
+        self._queue.append((self._seq, row, seq, done))
+        self._pending_bytes += len(row.text)
+        self._cond.notify_all()
+
+    def adopt(self, entries: list[AcceptedRow]) -> None:
+        """Journal accepted entries whatever the queue's bound (an older store's journal, taken over
+        at open). Raises `StoreUnavailable` if the log cannot take them."""
+        try:
+            for entry in entries:
+                self._log.append(entry)
+        except OSError as err:
+            raise StoreUnavailable(f"cannot journal accepted activations in {self._log.directory}: {err}") from err
 
     def backlogged(self) -> bool:
-        """Whether :meth:`submit` would now wait for room (a row larger than the byte bound still
-        gets in when the queue is below it)."""
+        """Whether `submit` now refuses accepted entries: the queue is at its bound (a record larger
+        than the byte bound still gets in when the queue is below it)."""
         return len(self._queue) >= self._max_pending or self._pending_bytes >= self._max_pending_bytes
+
+    def open_accepted(self) -> list[AcceptedRow]:
+        """Accepted entries without a record: at open, those a gateway that died left."""
+        return self._log.open_accepted()
 
     def read(self, activation_id: str, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:
         """(namespace, record) of ``activation_id``: the committed one first (first write
@@ -116,7 +165,7 @@ class WriteBehind:
         return None if row is None else (row.namespace, json.loads(row.text))
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything submitted before this call is committed."""
+        """Wait until every record submitted before this call is in the database."""
         with self._cond:
             target = self._seq
             if not self._cond.wait_for(lambda: self._committed >= target, timeout):
@@ -125,7 +174,10 @@ class WriteBehind:
                     f"last error: {self._last_error}")
 
     def close(self) -> None:
-        """Refuse new rows, write the queued ones (waiting up to ``close_wait_s``), stop."""
+        """Refuse new rows, commit the queued records (trying for up to ``close_wait_s``), stop.
+
+        Records still queued then stay in the activation log, and the next start writes them.
+        Raises `StoreUnavailable` for records the log could not take either: they are lost."""
         with self._cond:
             if self._closing:
                 return
@@ -134,11 +186,19 @@ class WriteBehind:
             self._cond.notify_all()
         # a commit in progress may take its own timeout
         self._thread.join(self._close_wait_s + 15.0)
-        left = len(self._queue)
-        if left:
-            raise StoreUnavailable(f"{left} activation records could not be written: {self._last_error}")
+        with self._cond:
+            left = list(self._queue)
+        self._log.close()
+        if kept := sum(1 for _, _, seq, _ in left if seq is not None):
+            log.warning("%d activation records stay in the activation log %s for the next start; last error: %s",
+                        kept, self._log.directory, self._last_error)
+        if lost := [done for _, _, _, done in left if done is not None]:
+            error = StoreUnavailable(f"{len(lost)} activation records could not be written: {self._last_error}")
+            for done in lost:
+                done.set_exception(error)
+            raise error
 
-    def _next_batch(self) -> list[tuple[int, Row, Future[None]]] | None:
+    def _next_batch(self) -> list[_Queued] | None:
         with self._cond:
             self._cond.wait_for(lambda: self._queue or self._closing)
             if not self._queue:
@@ -149,7 +209,7 @@ class WriteBehind:
         backoff = 0.0
         while (batch := self._next_batch()) is not None:
             try:
-                self._commit([row for _, row, _ in batch])
+                self._commit([row for _, row, _, _ in batch])
             except Exception as err:  # noqa: BLE001  the writer must outlive any failure: keep the rows, retry
                 with self._cond:
                     self._last_error = err
@@ -160,21 +220,30 @@ class WriteBehind:
                 time.sleep(backoff)
                 continue
             backoff = 0.0
+            self._settle(batch)
             with self._cond:
-                for _ in batch:
-                    self._pending_bytes -= len(self._queue.popleft()[1].text)
-                for _, row, _ in batch:
-                    if isinstance(row, ActivationRow):
-                        self._records.pop(row.activation_id, None)
+                for _, row, _, _ in batch:
+                    self._queue.popleft()
+                    self._pending_bytes -= len(row.text)
+                    del self._records[row.activation_id]
                 self._committed = batch[-1][0]
                 self._last_error = None
                 self._cond.notify_all()
-            for _, _, done in batch:
+
+    def _settle(self, batch: list[_Queued]) -> None:
+        """Tell the log what the database now holds (before `flush` returns: the log's segments
+        are then trimmed); complete the futures of records the log could not take."""
+        if logged := [seq for _, _, seq, _ in batch if seq is not None]:
+            self._log.committed(logged[-1])
+        if unlogged := [(row.activation_id, done) for _, row, _, done in batch if done is not None]:
+            self._log.recorded(activation_id for activation_id, _ in unlogged)
+            for _, done in unlogged:
                 done.set_result(None)
 
 
 class WrittenBehind:
-    """``put`` and ``accept`` of an activation store whose writes go through ``self._writer``."""
+    """``put``, ``accept``, ``backlogged`` and ``unfinished`` of an activation store whose writes
+    go through ``self._writer``."""
 
     _writer: WriteBehind
 
@@ -186,3 +255,6 @@ class WrittenBehind:
 
     def backlogged(self) -> bool:
         return self._writer.backlogged()
+
+    def unfinished(self) -> list[dict[str, Any]]:
+        return [json.loads(entry.text) for entry in self._writer.open_accepted()]
