@@ -130,6 +130,16 @@ def test_rotation_keeps_open_entries_and_committed_segments_go(tmp_path: Path) -
     assert [row for _, row in replayed.records][-20:] == uncommitted
 
 
+def test_open_entries_larger_than_a_segment_do_not_make_every_append_rotate(tmp_path: Path) -> None:
+    log = opened(tmp_path / "log", segment_bytes=1024)
+    for i in range(20):  # about 2 KB of open entries, carried into every new segment
+        log.append(accepted(f"open-{i}", padding="x" * 50))
+    for start in range(20):  # about 14 KB of records: a new segment every other record
+        log.append(to_row(activation("guest", "hello", start)))
+    log.close()
+    assert int(segments(tmp_path / "log")[-1].stem) <= 12
+
+
 def test_an_append_the_disk_cannot_take_leaves_no_partial_line(full_disk: Path) -> None:
     log = opened(full_disk / "log")
     written: list[Row] = []

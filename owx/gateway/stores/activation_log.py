@@ -14,9 +14,10 @@ line per entry: ``r<TAB>id<TAB>namespace<TAB>name<TAB>start<TAB>json`` for a rec
 them), so lines split without parsing JSON. A last line without its newline is an append the
 process's death cut short: it was never acknowledged, and is ignored.
 
-An accepted entry is *open* until its activation's record is appended. A full segment is followed
-by a new one that first holds the open accepted entries again, so a segment is needed only until
-the database has committed its records; then `committed` deletes it.
+An accepted entry is *open* until its activation's record is appended. Once ``segment_bytes`` were
+appended to a segment, the next append starts a new one that first holds the open accepted entries
+again, so a segment is needed only until the database has committed its records; then `committed`
+deletes it.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class ActivationLog:
         self._fd = -1  # the current segment, open from `replay` to `close`
         self._number = 0
         self._size = 0
+        self._room = 0  # bytes the current segment takes before the next append starts a new one
         self._seq = 0
         self._last_record = 0  # sequence of the current segment's last record
         self._committed = 0
@@ -119,7 +121,7 @@ class ActivationLog:
         with self._lock:
             if self._fd < 0:
                 raise OSError(errno.EBADF, f"activation log {self.directory} is not open")
-            if self._size >= self._segment_bytes:
+            if self._room <= 0:
                 self._rotate()
             try:
                 written = os.write(self._fd, line)
@@ -130,6 +132,7 @@ class ActivationLog:
                 self._cut()
                 raise OSError(errno.ENOSPC, f"activation log {self.directory}: {written} of {len(line)} bytes written")
             self._size += written
+            self._room -= written
             self._seq += 1
             if isinstance(row, ActivationRow):
                 self._open.pop(row.activation_id, None)
@@ -187,7 +190,7 @@ class ActivationLog:
             raise
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd, self._number, self._size = fd, number, size
+        self._fd, self._number, self._size, self._room = fd, number, size, self._segment_bytes
 
     def _cut(self) -> None:
         """Take a failed append's partial line out again; if even that fails, write no more to this
@@ -195,7 +198,7 @@ class ActivationLog:
         try:
             os.ftruncate(self._fd, self._size)
         except OSError:
-            self._size = self._segment_bytes
+            self._room = 0
 
     def _drop_committed(self) -> None:
         kept = []
