@@ -21,6 +21,7 @@ from owx.gateway.stores import ActivationStore, StoreUnavailable
 from owx.gateway.stores.activation_log import ActivationLog, decode
 from owx.gateway.stores.couch import ACCEPTED_PREFIX, CouchActivationStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore
+from owx.gateway.stores.writebehind import WriterOptions
 from tests.fixtures.couchdb import free_port, pouchdb_server
 from tests.stores.conftest import activation
 
@@ -219,6 +220,25 @@ def test_when_the_log_cannot_take_a_row_new_activations_are_refused_and_records_
         assert store.unfinished() == []  # its accepted entry is closed by the commit
     finally:
         store.close()
+
+
+def test_close_fails_the_records_neither_the_log_nor_the_database_took(
+        tmp_path: Path, full_disk: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with pouchdb_server() as url:
+        store = CouchActivationStore(url, PREFIX, full_disk / "log", timeout_s=1,
+                                     writer=WriterOptions(close_wait_s=1))
+    assert store.put(activation("guest", "hello", 1)).done()  # in the log
+    filler = os.open(full_disk / "filler", os.O_WRONLY | os.O_CREAT)
+    with pytest.raises(OSError):
+        while True:
+            os.write(filler, b"x" * 4096)
+    os.close(filler)
+    lost = store.put(activation("guest", "hello", 2, logs=["x" * 8192]))
+    assert not lost.done()
+    with pytest.raises(StoreUnavailable, match="1 activation records could not be written"):
+        store.close()
+    assert isinstance(lost.exception(0), StoreUnavailable)
+    assert "1 activation records stay in the activation log" in caplog.text
 
 
 def test_the_accepted_table_of_an_older_sqlite_store_moves_into_the_log(tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ class WriteBehind:
         Raises `StoreUnavailable` when closed, and for an accepted entry when the store is behind
         (see `backlogged`) or the log cannot take it: a new activation must not start then."""
         done: Future[None] = Future()
-        with self._cond:
+        with self._cond:  # appends in the queue's order: `committed(seq)` then covers every record before seq
             if self._closing:
                 raise StoreUnavailable("activation store is closed")
             if isinstance(row, AcceptedRow):
@@ -194,8 +194,9 @@ class WriteBehind:
                         kept, self._log.directory, self._last_error)
         if lost := [done for _, _, _, done in left if done is not None]:
             error = StoreUnavailable(f"{len(lost)} activation records could not be written: {self._last_error}")
-            for done in lost:
-                done.set_exception(error)
+            if not self._thread.is_alive():  # else a commit still in progress may complete them
+                for done in lost:
+                    done.set_exception(error)
             raise error
 
     def _next_batch(self) -> list[_Queued] | None:
