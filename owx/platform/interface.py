@@ -15,9 +15,8 @@ tells listeners about its containers. Two abilities are optional and typed as su
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from owx.platform.ledger import MemoryLedger
 from owx.platform.types import (
@@ -100,10 +99,11 @@ class Platform(ABC):
         """Run one activation to its outcome (never raises for action failures). ``node`` pins the
         node (Canary's placement), ``claim`` a replica taken with ``replicas.claim``."""
 
-    def run_warm(self, spec: ActionSpec, request: RunRequest) -> Coroutine[Any, Any, RunOutcome] | None:
-        """If an idle warm container of ``spec`` can take ``request`` at once, take it and return the
-        run to await on the platform's event loop (call from that loop); else None, and the caller uses
-        :meth:`run` on a thread. Platforms without containers of their own always say None."""
+    async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
+        """Run ``request`` on a warm container of ``spec`` from the platform's event loop, without a
+        thread (call it on that loop); None when it needs one: then the caller runs it with :meth:`run`
+        on a thread (a new container to start, memory to wait for). Platforms without containers of their
+        own always say None."""
         return None
 
     @abstractmethod

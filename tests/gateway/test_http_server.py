@@ -165,7 +165,7 @@ def test_expect_100_continue_is_answered_before_the_body_comes(server) -> None:
     assert status == 200 and json.loads(body)["body"] == "{}"
 
 
-def test_head_gets_no_body_and_http_1_0_is_closed_after_its_answer(server) -> None:
+def test_head_gets_no_body_and_http_1_0_is_closed_after_its_answer_unless_it_asks(server) -> None:
     with _connect(server) as sock:
         sock.sendall(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
         sock.settimeout(5)
@@ -175,6 +175,11 @@ def test_head_gets_no_body_and_http_1_0_is_closed_after_its_answer(server) -> No
         sock.sendall(b"GET /old HTTP/1.0\r\n\r\n")
         [(status, headers, _)] = _read_answers(sock, 1)
         assert status == 200 and headers["connection"] == "close" and _closed(sock)
+    with _connect(server) as sock:  # an HTTP/1.0 client that keeps its connection (ab -k) is told it is kept
+        for _ in range(2):
+            sock.sendall(b"GET /kept HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+            [(status, headers, _)] = _read_answers(sock, 1)
+            assert status == 200 and headers["connection"] == "keep-alive"
 
 
 def test_a_failing_handler_answers_500_and_the_connection_lives_on(server) -> None:

@@ -16,7 +16,8 @@ What a connection guarantees, whatever the client sends:
 - a connection that has no complete request in ``idle_timeout_s`` is closed, however slowly its
   bytes trickle in, so slow clients hold nothing for long;
 - ``Expect: 100-continue`` is answered, ``HEAD`` gets no body, ``Connection: close`` and HTTP/1.0
-  close after the answer, an ``Upgrade`` is served as plain HTTP/1.1 and then closed.
+  close after the answer (unless an HTTP/1.0 client asks to keep it: ``ab -k``), an ``Upgrade`` is
+  served as plain HTTP/1.1 and then closed.
 """
 
 from __future__ import annotations
@@ -223,15 +224,16 @@ class HttpConnection(asyncio.Protocol):
         if not keep_alive:
             self._closing = True
         try:
-            self._write(response, request.method == "HEAD")
+            self._write(response, request.method == "HEAD", request.http_version == "1.0")
         except ValueError:
             log.exception("the answer to %s %s cannot be sent", request.method, request.raw_path[:200])
             self._write(error_response(500, INTERNAL))
         self._busy = False
         self._next()
 
-    def _write(self, response: Response, head_only: bool = False) -> None:
-        """Send ``response``; raises ValueError (nothing sent) for a header that would split it."""
+    def _write(self, response: Response, head_only: bool = False, http_1_0: bool = False) -> None:
+        """Send ``response``; raises ValueError (nothing sent) for a header that would split it. An
+        HTTP/1.0 client that asked to keep the connection is told it is kept (else it waits for the end)."""
         transport = self._transport
         if transport is None or transport.is_closing():
             return
@@ -244,6 +246,8 @@ class HttpConnection(asyncio.Protocol):
         lines.append(f"Content-Length: {len(response.body)}")
         if self._closing:
             lines.append("Connection: close")
+        elif http_1_0:
+            lines.append("Connection: keep-alive")
         head = "\r\n".join(lines).encode("latin-1") + b"\r\nDate: " + _Clock.date() + b"\r\n\r\n"
         transport.write(head if head_only else head + response.body)
 

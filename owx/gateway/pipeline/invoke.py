@@ -158,6 +158,7 @@ class Invoker:
         self.throttle = throttle
         self.loop = loop
         self.max_result_bytes = settings.gateway.max_payload_bytes
+        self._loop_runs = settings.gateway.loop_runs
         self.runners_by_annotation: list[tuple[Callable[[ResolvedAction], bool], Runner, Gate | None]] = []
         self.api_host: str | None = settings.gateway.public_url  # set by the server once it listens
         workers = settings.gateway.workers
@@ -258,10 +259,10 @@ class Invoker:
 
     async def _outcome(self, activation: Activation) -> _Ran:
         plan = activation.plan
-        if plan.on_platform and activation.action.kind != "sequence":
-            warm = self.platform.run_warm(plan.spec, self._request(activation))
+        if plan.on_platform and self._loop_runs and activation.action.kind != "sequence":
+            warm = await self.platform.run_warm(plan.spec, self._request(activation))
             if warm is not None:
-                return _Ran(await warm)
+                return _Ran(warm)
         return await asyncio.get_running_loop().run_in_executor(self._threads, self._run, activation)
 
     async def _recorded(self, activation: Activation, ran: _Ran) -> Completion:

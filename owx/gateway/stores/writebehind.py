@@ -48,6 +48,7 @@ class WriterOptions:
     max_pending: int = 50_000  # queued records past which `accept` is refused
     max_pending_bytes: int = 256 * 1024 * 1024  # queued JSON text past which `accept` is refused
     max_batch: int = 500  # records per commit
+    linger_s: float = 0.01  # how long the writer gathers records before a commit nobody waits for
     close_wait_s: float = 30.0  # how long `close` keeps retrying to write what is queued
 
 
@@ -68,7 +69,10 @@ class WriteBehind:
         self._max_pending_bytes = options.max_pending_bytes
         self._pending_bytes = 0
         self._max_batch = options.max_batch
+        self._linger_s = options.linger_s
         self._close_wait_s = options.close_wait_s
+        self._flushing = 0  # callers of `flush` waiting
+        self._awaited = 0  # queued records whose callers wait for the commit (the log did not take them)
         self._queue: deque[_Queued] = deque()
         self._records: dict[str, ActivationRow] = {}  # queued records, readable until committed
         self._cond = threading.Condition()
@@ -128,6 +132,10 @@ class WriteBehind:
         self._records[row.activation_id] = row
         self._queue.append((self._seq, row, seq, done))
         self._pending_bytes += len(row.text)
+        if done is not None:
+            self._awaited += 1
+        elif len(self._queue) != 1 and len(self._queue) != self._max_batch:
+            return  # the writer is awake already, gathering: no wake-up per record
         self._cond.notify_all()
 
     def adopt(self, entries: list[AcceptedRow]) -> None:
@@ -165,13 +173,19 @@ class WriteBehind:
         return None if row is None else (row.namespace, json.loads(row.text))
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every record submitted before this call is in the database."""
+        """Wait until every record submitted before this call is in the database (the writer commits
+        at once, without gathering more)."""
         with self._cond:
             target = self._seq
-            if not self._cond.wait_for(lambda: self._committed >= target, timeout):
-                raise StoreUnavailable(
-                    f"{target - self._committed} activation records not yet written within {timeout} s; "
-                    f"last error: {self._last_error}")
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                if not self._cond.wait_for(lambda: self._committed >= target, timeout):
+                    raise StoreUnavailable(
+                        f"{target - self._committed} activation records not yet written within {timeout} s; "
+                        f"last error: {self._last_error}")
+            finally:
+                self._flushing -= 1
 
     def close(self) -> None:
         """Refuse new rows, commit the queued records (trying for up to ``close_wait_s``), stop.
@@ -200,8 +214,11 @@ class WriteBehind:
             raise error
 
     def _next_batch(self) -> list[_Queued] | None:
+        """The next records to commit: those that came within ``linger_s`` of the first (one commit and
+        one wake-up of this thread for many records), at once when a batch is full or someone waits."""
         with self._cond:
             self._cond.wait_for(lambda: self._queue or self._closing)
+            self._cond.wait_for(self._commit_now, self._linger_s)
             if not self._queue:
                 return None  # closing and drained
             return [self._queue[i] for i in range(min(self._max_batch, len(self._queue)))]
@@ -231,6 +248,9 @@ class WriteBehind:
                 self._last_error = None
                 self._cond.notify_all()
 
+    def _commit_now(self) -> bool:
+        return self._closing or self._flushing > 0 or self._awaited > 0 or len(self._queue) >= self._max_batch
+
     def _settle(self, batch: list[_Queued]) -> None:
         """Tell the log what the database now holds (before `flush` returns: the log's segments
         are then trimmed); complete the futures of records the log could not take."""
@@ -240,6 +260,8 @@ class WriteBehind:
             self._log.recorded(activation_id for activation_id, _ in unlogged)
             for _, done in unlogged:
                 done.set_result(None)
+            with self._cond:
+                self._awaited -= len(unlogged)
 
 
 class WrittenBehind:

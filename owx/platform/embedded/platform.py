@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from owx.common.cgroups import CgroupError
 from owx.common.eventloop import EventLoopThread
@@ -81,11 +80,10 @@ class EmbeddedPlatform(Platform):
             return RunOutcome(INTERNAL_ERROR, {"error": where}, [], 0, 0, node=node or "")
         return target.pool.run(spec, request, claim=claim)
 
-    def run_warm(self, spec: ActionSpec, request: RunRequest) -> Coroutine[Any, Any, RunOutcome] | None:
-        for node in self._nodes.values():
-            if node.alive and (run := node.pool.run_warm(spec, request)) is not None:
-                return run
-        return None
+    async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
+        """On the node that has ``spec`` warm (the first, when several have)."""
+        target = next((n for n in self._nodes.values() if n.alive and n.pool.has_warm(spec.key)), None)
+        return None if target is None else await target.pool.run_warm(spec, request)
 
     def nodes(self) -> list[NodeInfo]:
         return [node.info() for node in self._nodes.values()]

@@ -120,6 +120,7 @@ class ContainerPool:
         self._closed = False
         self._lost = False
         self._stems_starting = 0
+        self._warm_waiters: dict[str, deque[asyncio.Future[Slot | None]]] = {}  # on the loop, per action key
         ledger.add_node(node, self.budget_bytes, self.reclaimable, self._ledger_changed)
         self._reaper = threading.Thread(target=self._reap_idle, name=f"owx-pool-{node}-reaper", daemon=True)
         self._reaper.start()
@@ -155,17 +156,37 @@ class ContainerPool:
         result.wait_ms, result.init_ms = wait_ms, init_ms
         return result
 
-    def run_warm(self, spec: ActionSpec, request: RunRequest) -> Coroutine[Any, Any, RunOutcome] | None:
-        """Take an idle warm container of ``spec`` for ``request`` and return the run to await on the
-        platform's event loop; None if none is free now (nothing is taken then)."""
+    async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
+        """Run ``request`` on an idle warm container of ``spec`` from the platform's event loop; when
+        every warm container of ``spec`` is busy and no new one can start now (no room, or requests
+        already wait for memory), wait on the loop for the first that frees (no thread waits). None
+        when a thread must run it with :meth:`run`: no warm container of ``spec`` here, or room to
+        start one."""
         with self._cond:
             if self._closed or self._lost or request.reservation is not None:
                 return None
             slot = self._warm(spec.key)
-            if slot is None:
+            if slot is not None:
+                slot.in_flight += 1
+            elif not self._has_warm(spec.key) or (not self._queue and self._fits(spec)):
                 return None
-            slot.in_flight += 1
-        return self._run_warm(slot, spec, request)
+            else:
+                turn: asyncio.Future[Slot | None] = asyncio.get_running_loop().create_future()
+                self._warm_waiters.setdefault(spec.key, deque()).append(turn)
+        if slot is None:
+            slot = await turn
+            if slot is None:  # its warm containers went away meanwhile
+                return None
+        return await self._run_warm(slot, spec, request)
+
+    def _has_warm(self, key: str) -> bool:
+        """Whether a warm container of ``key`` lives here (idle or busy; under the lock)."""
+        return any(s.state == "warm" and s.key == key and s.container.is_alive() for s in self._slots.values())
+
+    def _fits(self, spec: ActionSpec) -> bool:
+        """Whether a new container of ``spec`` would start now (evicting idle ones if needed)."""
+        room = self.ledger.free(self.node) + self._evicting + self.reclaimable()
+        return spec.memory_mb * MB <= room
 
     async def _run_warm(self, slot: Slot, spec: ActionSpec, request: RunRequest) -> RunOutcome:
         started = time.time()
@@ -261,6 +282,11 @@ class ContainerPool:
         with self._cond:
             return len(self._queue)
 
+    def has_warm(self, key: str) -> bool:
+        """Whether a warm container of ``key`` lives here, idle or busy."""
+        with self._cond:
+            return self._has_warm(key)
+
     def has_idle_warm(self, key: str) -> bool:
         with self._cond:
             return any(self._free_warm(slot, key) for slot in self._slots.values())
@@ -301,6 +327,7 @@ class ContainerPool:
         with self._cond:
             self._lost = True
             slots = list(self._slots.values())
+            self._wake_waiters()
             self._cond.notify_all()
         for slot in slots:
             slot.container.kill(reason)
@@ -321,6 +348,7 @@ class ContainerPool:
             self._closed = True
             slots = list(self._slots.values())
             self._slots.clear()
+            self._wake_waiters()
             self._cond.notify_all()
         self._reap_now.set()
         for slot in slots:
@@ -596,11 +624,38 @@ class ContainerPool:
             slot.in_flight = max(0, slot.in_flight - 1)
             slot.last_used = time.monotonic()
             self._cond.notify_all()
+            turn = self._next_waiter(slot)
+        if turn is not None:
+            _resolve(turn, slot, self._release)
+
+    def _next_waiter(self, slot: Slot) -> asyncio.Future[Slot | None] | None:
+        """The first activation waiting on the loop for ``slot``'s action, now holding ``slot``, if it is
+        free and one waits (under the lock)."""
+        waiting = self._warm_waiters.get(slot.key or "")
+        if not waiting or slot.state != "warm" or self._slots.get(slot.container.id) is not slot \
+                or not self._free_warm(slot, slot.key or ""):
+            return None
+        turn = waiting.popleft()
+        if not waiting:
+            del self._warm_waiters[slot.key or ""]
+        slot.in_flight += 1
+        return turn
+
+    def _wake_waiters(self, key: str | None = None) -> None:
+        """Tell the activations waiting for warm containers of ``key`` (None: every key) that none will
+        free (their last one went): they run on a thread instead. Under the lock."""
+        keys = [key] if key is not None else list(self._warm_waiters)
+        for each in keys:
+            if key is not None and self._has_warm(each):
+                continue
+            for turn in self._warm_waiters.pop(each, ()):
+                _resolve(turn, None, None)
 
     def _drop(self, slot: Slot) -> None:
         with self._cond:
             if self._slots.get(slot.container.id) is slot:
                 del self._slots[slot.container.id]
+            self._wake_waiters(slot.key or "")
             self._cond.notify_all()
         self._destroy(slot)
 
@@ -616,6 +671,7 @@ class ContainerPool:
             key = slot.key if slot is not None else container.request.labels.get("owx.action") or None
             if slot is not None and slot.in_flight == 0:  # busy slots are dropped by their run
                 del self._slots[container.id]
+                self._wake_waiters(key or "")
             self._cond.notify_all()
         death = ContainerDeath(container.id, self.node, reason, key, container.died_at or time.time(), code)
         for listener in self._listeners:
@@ -720,6 +776,24 @@ class ContainerPool:
 
 def _ms(epoch: float) -> int:
     return int(epoch * 1000)
+
+
+def _resolve(turn: asyncio.Future[Slot | None], slot: Slot | None,
+             give_back: Callable[[Slot], None] | None) -> None:
+    """Hand ``slot`` (or None) to a waiting activation from any thread; a wait that was cancelled
+    meanwhile gives the slot back."""
+    def settle() -> None:
+        if turn.cancelled():
+            if slot is not None and give_back is not None:
+                give_back(slot)
+        elif not turn.done():
+            turn.set_result(slot)
+
+    loop = turn.get_loop()
+    if asyncio._get_running_loop() is loop:
+        settle()
+    else:
+        loop.call_soon_threadsafe(settle)
 
 
 async def _complete(logs: LogCollector, timeout_s: float) -> None:
