@@ -2,8 +2,8 @@
 
 The loop-side twin of :mod:`owx.common.keepalive`, for a warm runtime's ``/run`` from the gateway's
 event loop: requests are written whole, answers parsed by httptools (``Content-Length`` or
-chunked; bounded; only their status and body are kept), timeouts are timers rather than tasks. The same errors tell whether the request
-may have reached the server: the ``connect`` coroutine's own ``OSError`` (nothing was sent),
+chunked; bounded; only their status and body are kept), timeouts are timers rather than tasks.
+The same errors tell whether the request may have reached the server: the ``connect`` coroutine's own ``OSError`` (nothing was sent),
 :class:`~owx.common.keepalive.ExchangeFailed` (it may have been) or
 :class:`~owx.common.keepalive.AnswerTimeout`. Use a pool from its loop's thread only.
 """

@@ -55,8 +55,8 @@ class GatewaySettings(BaseModel):
                               "what an invoke must read from the store (never held by waits)")
     loop_runs: bool = Field(True, description="an activation a warm container can take runs from the event loop "
                             "(no thread); off, every activation runs on a worker thread (a benchmark control)")
-    defer_waits: bool = Field(True, description="blocking waits hand their thread back to the server; off, a "
-                              "waiting request holds one of http_threads as on a plain WSGI server (a benchmark control)")
+    defer_waits: bool = Field(True, description="blocking waits hold no thread; off, a waiting request holds "
+                              "one of http_threads as on a plain WSGI server (a benchmark control)")
     public_url: str | None = Field(None, description="where clients and actions reach the gateway "
                                    "(default http://HOST:PORT); actions get it as __OW_API_HOST")
     store: Literal["sqlite", "couchdb"] = "sqlite"

@@ -130,7 +130,8 @@ def test_a_chunked_body_over_the_limit_is_413(server) -> None:
 
 def test_a_chunked_body_within_the_limit_is_read_whole(server) -> None:
     with _connect(server) as sock:
-        sock.sendall(b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+        sock.sendall(b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
         [(status, _, body)] = _read_answers(sock, 1)
     assert status == 200 and json.loads(body)["body"] == "abcde"
 

@@ -63,14 +63,20 @@ def test_rows_come_back_from_replay_with_their_files_private(tmp_path: Path) -> 
     assert replayed.accepted == [accepted("open")]  # an entry whose record came first is not open either
 
 
-def test_a_torn_last_line_is_ignored_and_everything_before_it_kept(tmp_path: Path) -> None:
-    log = opened(tmp_path / "log")
+def three_records_and_an_open_entry(directory: Path) -> tuple[list[Row], Path]:
+    """A closed log of three records and the accepted entry ``left``: (the records, its one segment)."""
+    log = opened(directory)
     rows = [to_row(activation("guest", "hello", start)) for start in range(3)]
     for row in rows:
         log.append(row)
     log.append(accepted("left"))
     log.close()
-    (segment,) = segments(tmp_path / "log")
+    (segment,) = segments(directory)
+    return rows, segment
+
+
+def test_a_torn_last_line_is_ignored_and_everything_before_it_kept(tmp_path: Path) -> None:
+    rows, segment = three_records_and_an_open_entry(tmp_path / "log")
     with open(segment, "ab") as file:
         file.write(encode(to_row(activation("guest", "hello", 99)))[:-40])  # an append cut short by a kill
 
@@ -87,13 +93,7 @@ def test_a_torn_last_line_is_ignored_and_everything_before_it_kept(tmp_path: Pat
 
 def test_replay_writes_the_new_segment_before_deleting_the_old_ones(tmp_path: Path) -> None:
     """A crash between the two (both files then exist) loses nothing and doubles nothing."""
-    log = opened(tmp_path / "log")
-    rows = [to_row(activation("guest", "hello", start)) for start in range(3)]
-    for row in rows:
-        log.append(row)
-    log.append(accepted("left"))
-    log.close()
-    (old,) = segments(tmp_path / "log")
+    rows, old = three_records_and_an_open_entry(tmp_path / "log")
     kept = old.read_bytes()
     replay(tmp_path / "log")
     old.write_bytes(kept)  # as if the replay died before deleting it

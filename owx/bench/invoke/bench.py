@@ -9,6 +9,7 @@ figure comes from wrk (another process, the client's clock):
   ``/run`` directly; the c1 floor: the hello on granian plus a direct ``/run``, at p50, over
   the direct ``/run`` (a gateway on Flask serves one such request and makes one such call per
   invocation, so its c1 ratio cannot go much below this; printed beside the goal, not a goal);
+  and the same floor without Flask (the hello on owx's server instead, as owx serves an invoke);
   and the c4 ceiling: a Flask app on granian that only forwards each invocation to that runtime's
   ``/run``, over the hello (what the c4 goal's 0.35 leaves room for; a figure, not a goal), with
   its CPU per 1,000 forwards beside the CPU per 1,000 invocations at which the c4 goal's rate would
@@ -117,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     # fastest anchor) and one /run
     report.figure("c1 floor: (Flask hello on granian p50 + direct /run p50) / direct /run p50",
                   round((hello["granian", 1].p50_ms + direct.p50_ms) / direct.p50_ms, 2), "x")
+    # the same without Flask, as owx serves an invoke: one request on owx's server and one /run
+    report.figure("c1 floor without Flask: (hello on owx's server p50 + direct /run p50) / direct /run p50",
+                  round((native["owx-native", 1].p50_ms + direct.p50_ms) / direct.p50_ms, 2), "x")
 
     env = {"OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "100000000", "OWX_GATEWAY__CONCURRENT_INVOCATIONS": "100000",
            "OWX_PLATFORM__STEM_CELLS": "0", **CONTROLS.get(args.control or "", {})}

@@ -187,8 +187,9 @@ class Invoker:
             return cached[1]
         runner, gate = next(((r, g) for accepts, r, g in self.runners_by_annotation if accepts(resolved)),
                             (self.runner, None))
-        plan = Plan(runner, gate, action_spec(resolved), ActionFacts.of(resolved.doc, str(resolved.path), resolved.binding),
-                    runner is self.platform, bool(annotation(resolved.doc, "final")), resolved.gets_api_key)
+        facts = ActionFacts.of(resolved.doc, str(resolved.path), resolved.binding)
+        plan = Plan(runner, gate, action_spec(resolved), facts, runner is self.platform,
+                    bool(annotation(resolved.doc, "final")), resolved.gets_api_key)
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         self._plans[id(resolved)] = (resolved, plan)  # the entry keeps ``resolved`` alive: its id stays its own
@@ -240,7 +241,8 @@ class Invoker:
         return resolved.arguments(params)
 
     def _release(self, namespace: str) -> None:
-        if self.throttle.release(namespace):  # invocations wait for admission: an extension's gate may block
+        # invocations wait for admission: admitting them may block (an extension's gate), so on a thread
+        if self.throttle.release(namespace) and not self._closed.is_set():
             self._threads.submit(self.throttle.pump)
 
     # -- execution (the event loop) -------------------------------------------------------------

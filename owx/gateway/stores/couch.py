@@ -58,7 +58,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import WriteBehind, WriterOptions, WrittenBehind
+from owx.gateway.stores.writebehind import WriterOptions, WrittenBehind
 
 log = logging.getLogger(__name__)
 
@@ -340,16 +340,7 @@ class CouchActivationStore(WrittenBehind):
         self._read_flush_timeout_s = read_flush_timeout_s
         self._closed = False
         self._close_lock = threading.Lock()
-        try:
-            self._writer = WriteBehind(self._commit, f"owx-activations-{prefix}", activation_log, writer)
-        except BaseException:
-            self._couch.close()
-            raise
-        try:
-            self._take_old_journal()
-        except BaseException:
-            self.close()
-            raise
+        self._start_writer(f"owx-activations-{prefix}", activation_log, writer, self._couch.close)
 
     def _take_old_journal(self) -> None:
         """Move the ``accepted:`` documents older versions kept (those without a record) into the

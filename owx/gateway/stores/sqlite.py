@@ -36,7 +36,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
-from owx.gateway.stores.writebehind import WriteBehind, WriterOptions, WrittenBehind
+from owx.gateway.stores.writebehind import WriterOptions, WrittenBehind
 
 _ENTITY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -266,15 +266,10 @@ class SQLiteActivationStore(WrittenBehind):
         try:
             self._read_conn = self._db.connect()
             self._write_conn = self._db.connect()
-            self._writer = WriteBehind(self._commit, f"owx-activations-{path.name}", activation_log, writer)
         except BaseException:
             self._db.release()
             raise
-        try:
-            self._take_old_journal()
-        except BaseException:
-            self.close()
-            raise
+        self._start_writer(f"owx-activations-{path.name}", activation_log, writer, self._db.release)
 
     def _take_old_journal(self) -> None:
         """Move the entries of the ``accepted`` table older versions kept (those without a record)

@@ -121,7 +121,8 @@ class WriteBehind:
     def _journal(self, entry: AcceptedRow) -> None:
         if self.backlogged():
             raise StoreUnavailable(f"the activation store is behind: {len(self._queue)} activation records wait "
-                                   f"to be written ({self._pending_bytes} bytes); last database error: {self._last_error}")
+                                   f"to be written ({self._pending_bytes} bytes); "
+                                   f"last database error: {self._last_error}")
         try:
             self._log.append(entry)
         except OSError as err:
@@ -266,9 +267,36 @@ class WriteBehind:
 
 class WrittenBehind:
     """``put``, ``accept``, ``backlogged`` and ``unfinished`` of an activation store whose writes
-    go through ``self._writer``."""
+    go through ``self._writer`` (started by :meth:`_start_writer`)."""
 
     _writer: WriteBehind
+
+    def _start_writer(self, name: str, activation_log: ActivationLog | Path, options: WriterOptions | None,
+                      release: Callable[[], None]) -> None:
+        """Start the writer over the store's ``_commit`` and take the journal an older version kept in
+        the database (``_take_old_journal``). If the writer cannot start, ``release`` frees what the
+        store opened; if the journal cannot be taken, the store is closed."""
+        try:
+            self._writer = WriteBehind(self._commit, name, activation_log, options)
+        except BaseException:
+            release()
+            raise
+        try:
+            self._take_old_journal()
+        except BaseException:
+            self.close()
+            raise
+
+    def _commit(self, rows: list[ActivationRow]) -> None:
+        """Write ``rows`` to the database (idempotent per record)."""
+        raise NotImplementedError
+
+    def _take_old_journal(self) -> None:
+        """Move accepted entries an older version kept in the database into the activation log."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
     def put(self, doc: dict[str, Any]) -> Future[None]:
         return self._writer.submit(to_row(doc))

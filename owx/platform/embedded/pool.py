@@ -19,9 +19,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from owx.common import jsonvalues
 from owx.common.cgroups import CgroupError
