@@ -29,9 +29,8 @@ Goals: warm blocking invokes/s at 4 connections >= 0.35x Flask-on-granian's hell
 bounded and every accepted activation is recorded; another tenant's p99 while 200 blocking invokes
 wait (:mod:`owx.bench.invoke.fairness`) < 100 ms. Controls (``--control``): ``threaded-runs``
 (every activation runs and waits on a worker thread, up to 4,096 of them, as before owx ran warm
-activations from its event loop: throughput and the flood's thread bound must fail), ``one-worker``
-(activations of a namespace run one at a time: throughput must fail), ``held-waits`` (waiting
-requests hold server threads: the fairness goal must fail).
+activations from its event loop: throughput and the flood's thread bound must fail), ``held-waits``
+(waiting requests hold server threads: the fairness goal must fail).
 """
 
 from __future__ import annotations
@@ -61,7 +60,6 @@ from owx.bench.wrk import WrkResult, wrk
 ACTION = "def main(args):\n    return {'n': args.get('n', 0)}\n"
 LOOP_THREAD = "owx-loop"  # the gateway's event loop, named so in the kernel (owx.common.eventloop)
 CONTROLS = {"threaded-runs": {"OWX_GATEWAY__LOOP_RUNS": "false", "OWX_GATEWAY__WORKERS": "4096"},
-            "one-worker": {"OWX_GATEWAY__WORKERS": "2"},
             "held-waits": {"OWX_GATEWAY__DEFER_WAITS": "false"}}
 
 
