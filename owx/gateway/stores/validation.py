@@ -7,6 +7,8 @@ import re
 import threading
 import time
 
+import orjson
+
 from owx.gateway.stores.base import InvalidInput
 
 #: Largest JSON encoding of one document (entity or activation record). CouchDB refuses
@@ -105,18 +107,26 @@ def is_valid_rev(rev: str) -> bool:
 def encode_doc(doc: object, what: str = "document") -> str:
     """The JSON text of ``doc`` (a dict), or `InvalidInput` if it is not storable JSON.
 
-    The text holds no raw tab or newline, which the activation log's line format relies on: the
-    encoder escapes every control character inside strings, and compact separators without
-    ``indent`` put no whitespace between tokens."""
+    The text holds no raw tab or newline, which the activation log's line format relies on: both
+    encoders escape every control character inside strings and put no whitespace between tokens.
+    orjson encodes (on every activation's path, several times as fast); Python's strict encoder
+    decides whenever orjson's text holds a null, which is how orjson writes NaN and infinities."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{what} must be a JSON object, got {type(doc).__name__}")
     try:
-        text = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        size = len(text.encode("utf-8"))
-    except (TypeError, ValueError) as err:  # UnicodeEncodeError is a ValueError
-        raise InvalidInput(f"{what} is not storable JSON: {err}") from None
-    except RecursionError:
-        raise InvalidInput(f"{what} is nested too deeply") from None
+        raw = orjson.dumps(doc)
+    except orjson.JSONEncodeError:  # a lone surrogate, an integer beyond 64 bits, too deep: Python's json says
+        raw = b"null"
+    if b"null" not in raw:  # orjson writes NaN and the infinities as null: without a null there was none
+        text, size = raw.decode(), len(raw)
+    else:
+        try:
+            text = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            size = len(text.encode("utf-8"))
+        except (TypeError, ValueError) as err:  # UnicodeEncodeError is a ValueError
+            raise InvalidInput(f"{what} is not storable JSON: {err}") from None
+        except RecursionError:
+            raise InvalidInput(f"{what} is nested too deeply") from None
     if size > MAX_DOC_BYTES:
         raise InvalidInput(f"{what} is {size} bytes of JSON, more than the limit of {MAX_DOC_BYTES}")
     return text
