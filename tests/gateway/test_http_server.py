@@ -190,3 +190,14 @@ def test_a_failing_handler_answers_500_and_the_connection_lives_on(server) -> No
     assert [status for status, _, _ in answers] == [500, 500, 200]
     assert all(b"stolen" not in body and "set-cookie" not in headers for _, headers, body in answers)
     assert set(json.loads(answers[0][2])) == {"error", "code"}
+
+
+def test_a_client_that_never_reads_its_answers_is_cut_off_after_the_idle_time(server) -> None:
+    with _connect(server) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(LIMITS.idle_timeout_s + 10)  # a send blocked longer than this: nobody cut it off
+        started = time.monotonic()
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):  # the server aborted the connection
+            while True:
+                sock.sendall(_post("/n", b'{"pad": "' + b"x" * 900 + b'"}'))  # answers it never reads
+        assert time.monotonic() - started < LIMITS.idle_timeout_s + 5

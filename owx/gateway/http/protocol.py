@@ -14,7 +14,8 @@ What a connection guarantees, whatever the client sends:
 - answers leave in the order requests came (pipelining), one request is handled at a time, and
   reading pauses while requests queue up behind it;
 - a connection that has no complete request in ``idle_timeout_s`` is closed, however slowly its
-  bytes trickle in, so slow clients hold nothing for long;
+  bytes trickle in, and so is one whose client stops reading its answers: slow clients hold
+  nothing for long;
 - ``Expect: 100-continue`` is answered, ``HEAD`` gets no body, ``Connection: close`` and HTTP/1.0
   close after the answer (unless an HTTP/1.0 client asks to keep it: ``ab -k``), an ``Upgrade`` is
   served as plain HTTP/1.1 and then closed.
@@ -199,6 +200,7 @@ class HttpConnection(asyncio.Protocol):
     def _next(self) -> None:
         """Handle the oldest queued request (the caller made sure none is being handled)."""
         if self._write_paused:
+            self._arm_idle()  # a client that stops reading is cut off like one that stops sending
             return
         if not self._queue:
             if self._closing:
@@ -268,7 +270,13 @@ class HttpConnection(asyncio.Protocol):
     def _arm_idle(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
-        self._idle = self._loop.call_later(self._limits.idle_timeout_s, self._close)
+        self._idle = self._loop.call_later(self._limits.idle_timeout_s, self._idle_out)
+
+    def _idle_out(self) -> None:
+        if self._write_paused:
+            self.abort()  # its unread answers would keep a graceful close waiting for ever
+        else:
+            self._close()
 
     def _close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
