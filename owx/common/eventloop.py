@@ -65,6 +65,14 @@ class EventLoopThread:
             self._thread.join(STOP_WAIT_S)
 
 
+def call_on(loop: asyncio.AbstractEventLoop, function: Callable[[], Any]) -> None:
+    """Run ``function()`` on ``loop``: at once when called from it, else soon, from any thread."""
+    if asyncio._get_running_loop() is loop:
+        function()
+    else:
+        loop.call_soon_threadsafe(function)
+
+
 def _name_native_thread(name: str) -> None:
     """Give the calling thread ``name`` in the kernel too (``top -H``, ``/proc/PID/task/TID/comm``:
     what ``owx bench invoke`` reads the loop's CPU from); at most 15 bytes are kept."""

@@ -24,6 +24,7 @@ from typing import Callable
 
 from owx.common import jsonvalues
 from owx.common.cgroups import CgroupError
+from owx.common.eventloop import call_on
 from owx.platform.embedded import outcome as outcomes
 from owx.platform.embedded.container import ActionStartupError, Backend, Container, ContainerRequest
 from owx.platform.embedded.container_limits import MB, limits_for
@@ -788,16 +789,12 @@ def _resolve(turn: asyncio.Future[Slot | None], slot: Slot | None,
         elif not turn.done():
             turn.set_result(slot)
 
-    loop = turn.get_loop()
-    if asyncio._get_running_loop() is loop:
-        settle()
-    else:
-        loop.call_soon_threadsafe(settle)
+    call_on(turn.get_loop(), settle)
 
 
 async def _complete(logs: LogCollector, timeout_s: float) -> None:
     """Wait until ``logs`` has an activation's lines, or ``timeout_s`` (the collector then says what is
-    missing). Its callback may come from another thread (a container's end)."""
+    missing). Its callback comes from the loop (the output's reader) or another thread (a container's end)."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
 
@@ -805,7 +802,7 @@ async def _complete(logs: LogCollector, timeout_s: float) -> None:
         if not done.done():
             done.set_result(None)
 
-    if logs.when_complete(lambda: loop.call_soon_threadsafe(settle)):
+    if logs.when_complete(lambda: call_on(loop, settle)):
         return
     timer = loop.call_later(timeout_s, settle)
     try:
