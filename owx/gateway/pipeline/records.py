@@ -1,7 +1,9 @@
-"""Activation records shaped as OpenWhisk's (``wsk activation get`` reads them unchanged): one builder.
+"""Activation records shaped as OpenWhisk's (``wsk activation get`` reads them unchanged): every
+record owx stores is made here.
 
-Every record comes from :func:`build`: an action's run, a sequence's end, and the failed record
-of an activation a gateway answered for and then could not finish (it stopped or died).
+An action's record comes from :func:`build`: its run, a sequence's end, and the failed record of an
+activation a gateway answered for and then could not finish (it stopped or died, :func:`unfinished`);
+a fired trigger's from :func:`trigger`.
 """
 
 from __future__ import annotations
@@ -154,3 +156,23 @@ def unfinished(entry: dict[str, Any], message: str, max_result_bytes: int) -> di
     action = ActionFacts(**entry["action"])
     outcome = RunOutcome(INTERNAL_ERROR, {"error": message}, [], entry["start"], now_ms())
     return build(entry["activationId"], entry["namespace"], action, outcome, max_result_bytes, entry.get("cause"))
+
+
+def trigger(activation_id: str, subject: str, name: str, version: str, start_ms: int, payload: dict[str, Any],
+            rule_lines: list[dict[str, Any]], max_result_bytes: int) -> dict[str, Any]:
+    """The record of trigger ``name`` fired by namespace ``subject``, as OpenWhisk keeps one: its
+    result is the payload, its logs one JSON line per rule (the activation the rule started, or why
+    it started none), and it does not end (``end`` 0: the rules' actions run on their own)."""
+    return {
+        "activationId": activation_id,
+        "namespace": subject,
+        "name": name,
+        "subject": subject,
+        "version": version,
+        "publish": False,
+        "start": start_ms,
+        "end": 0,
+        "response": response(SUCCESS, payload, max_result_bytes),
+        "logs": [json.dumps(line, separators=(",", ":")) for line in rule_lines],
+        "annotations": [],
+    }

@@ -8,9 +8,7 @@ Actions are started as non-blocking invocations, so a fire never waits for them.
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +22,6 @@ from owx.gateway.pipeline.invoke import DURABLE_WAIT_S, Invoker
 from owx.gateway.reactive.models import ACTIVE, ref_path, ref_text
 from owx.gateway.reactive.triggers import TriggerCatalog
 from owx.gateway.stores import ActivationStore, EntityStore
-from owx.platform.types import SUCCESS
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +58,15 @@ class TriggerFirer:
             return None
         self.rate.admit(identity.namespace)  # counts the fire against firesPerMinute (429 over it)
         self.rate.release(identity.namespace)  # a fire holds nothing while its actions run
-        start_ms = int(time.time() * 1000)
+        start_ms = records.now_ms()
         visible = {k.lower(): v for k, v in (headers or {}).items() if k.lower() not in PRIVATE_HEADERS}
         args = {**params_dict(entity.doc.get("parameters")), **({"__ow_headers": visible} if headers else {}),
                 **payload}
         lines = [self._activate(identity, rule, link, args) for rule, link in rules.items()]
         activation_id = new_id()
-        stored = self.activations.put({
-            "activationId": activation_id, "namespace": identity.namespace, "name": name,
-            "subject": identity.subject, "version": entity.doc.get("version", "0.0.1"), "publish": False,
-            "start": start_ms, "end": 0, "response": records.response(SUCCESS, payload, self.max_result_bytes),
-            "logs": [json.dumps(line, separators=(",", ":")) for line in lines], "annotations": [],
-        })
+        stored = self.activations.put(records.trigger(activation_id, identity.subject, name,
+                                                      entity.doc.get("version", "0.0.1"), start_ms, payload, lines,
+                                                      self.max_result_bytes))
         for observe in self.observers:
             observe(identity.namespace, sum(1 for line in lines if line["success"]))
         stored.result(DURABLE_WAIT_S)  # answered for only once it cannot be lost
