@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import httptools
 
+from owx.common.eventloop import BusyPoll
 from owx.common.keepalive import AnswerTimeout, ExchangeFailed, HttpAnswer
 
 
@@ -100,12 +101,14 @@ Connect = Callable[[], Awaitable[AnswerReader]]  # a new connection; raises OSEr
 
 
 class AsyncKeepAlivePool:
-    """Idle connections to one server; each request takes one or opens one."""
+    """Idle connections to one server; each request takes one or opens one. Made on its loop; the
+    loop polls while an answer is awaited if it busy-polls (:class:`~owx.common.eventloop.BusyPoll`)."""
 
     def __init__(self, connect: Connect, max_idle: int = 128) -> None:
         self._connect = connect
         self._max_idle = max_idle
         self._idle: list[AnswerReader] = []
+        self._poll = BusyPoll.of(asyncio.get_running_loop())
 
     async def request(self, data: bytes, timeout: float, max_body: int | None = None,
                       retry_on_new: bool = False) -> HttpAnswer:
@@ -124,13 +127,20 @@ class AsyncKeepAlivePool:
         reader = await self._connect()
         return self._kept(reader, await self._exchange(reader, data, timeout, max_body))
 
-    @staticmethod
-    async def _exchange(reader: AnswerReader, data: bytes, timeout: float, max_body: int | None) -> HttpAnswer:
+    async def _exchange(self, reader: AnswerReader, data: bytes, timeout: float, max_body: int | None) -> HttpAnswer:
+        answer = reader.exchange(data, timeout, max_body)
+        poll = self._poll
+        if poll is not None:
+            poll.awaited += 1
+            poll.answer_due()
         try:
-            return await reader.exchange(data, timeout, max_body)
+            return await answer
         except asyncio.CancelledError:
             reader.abort()  # its answer may still come: the connection cannot be reused
             raise
+        finally:
+            if poll is not None:
+                poll.awaited -= 1
 
     def _kept(self, reader: AnswerReader, answer: HttpAnswer) -> HttpAnswer:
         if not reader.closed and len(self._idle) < self._max_idle:

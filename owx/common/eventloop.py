@@ -3,16 +3,20 @@
 The gateway serves HTTP, talks to warm runtimes and reads their output on this one loop, so a
 warm invocation never hands work between threads (each hand-off costs a wake-up and a turn of
 the interpreter lock). Other threads reach the loop only through :meth:`EventLoopThread.call`
-and :meth:`EventLoopThread.submit`.
+and :meth:`EventLoopThread.submit`. A loop may poll for a short while instead of sleeping when
+an answer is due at once (:class:`BusyPoll`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
+import os
 import threading
+import time
+import weakref
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 import uvloop
@@ -22,11 +26,83 @@ STOP_WAIT_S = 5.0
 PR_SET_NAME = 15
 
 
-class EventLoopThread:
-    """A running event loop on a daemon thread; ``close`` stops it."""
+class BusyPoll:
+    """Keeps an event loop polling its descriptors, instead of sleeping in the kernel, for up to
+    ``budget_s`` after it sent something whose answer is due within microseconds: a warm runtime's
+    answer to ``/run``, a keep-alive client's next request.
 
-    def __init__(self, name: str = "owx-loop") -> None:
+    Waking a thread that sleeps costs more than such an answer takes on a VM whose idle vCPUs halt
+    at once (tens of microseconds: ``owx bench invoke``'s ``no-busy-poll`` control shows it at one
+    connection). Polling costs CPU instead, so it is bounded: never longer than ``budget_s`` after
+    the last hint; only while the loop and the requests it serves (or the runtimes whose answers it
+    awaits) fit on the machine's cores, that is at low load (beyond that the loop has work enough,
+    and a polling loop would take the core a runtime or a client needs); and never while the loop
+    awaits work it gave a thread (:func:`run_on_thread`): a polling loop holds the interpreter
+    lock that thread needs. Its users count what they serve and await in ``serving``,
+    ``awaited`` and ``on_threads``. Use it from its loop's thread only.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, budget_s: float) -> None:
+        self.loop = loop
+        self.budget_s = budget_s
+        self.cores = len(os.sched_getaffinity(0))  # the cores this process may use
+        self.serving = 0  # requests being answered
+        self.awaited = 0  # exchanges whose answers are awaited
+        self.on_threads = 0  # calls the loop awaits from threads
+        self._until = 0.0
+        self.polling = False
+
+    def answer_due(self) -> None:
+        """An answer is due soon (a kept connection's next request, an awaited exchange's answer)."""
+        if self.budget_s <= 0 or not self._affordable():
+            return
+        self._until = time.perf_counter() + self.budget_s
+        if not self.polling:
+            self.polling = True
+            self.loop.call_soon(self._poll)
+
+    def _affordable(self) -> bool:
+        return self.on_threads == 0 and max(self.serving, self.awaited) + 1 <= self.cores
+
+    def _poll(self) -> None:
+        # one turn of the loop: it looks at its descriptors without sleeping, runs what is ready, and
+        # comes back here while polling is worth it
+        if self._affordable() and time.perf_counter() < self._until:
+            self.loop.call_soon(self._poll)
+        else:
+            self.polling = False
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> "BusyPoll | None":
+        """The busy poll of ``loop`` (an :class:`EventLoopThread`'s), if it has one."""
+        return _busy_polls.get(loop)
+
+
+_busy_polls: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BusyPoll] = weakref.WeakKeyDictionary()
+
+
+async def run_on_thread(executor: Executor | None, function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` on one of ``executor``'s threads (None: the loop's default executor),
+    awaited from the running loop, which does not busy-poll meanwhile (see :class:`BusyPoll`)."""
+    loop = asyncio.get_running_loop()
+    poll = _busy_polls.get(loop)
+    if poll is None:
+        return await loop.run_in_executor(executor, function, *args)
+    poll.on_threads += 1
+    try:
+        return await loop.run_in_executor(executor, function, *args)
+    finally:
+        poll.on_threads -= 1
+
+
+class EventLoopThread:
+    """A running event loop on a daemon thread; ``close`` stops it. With ``busy_poll_s`` > 0 the loop
+    polls that long when an answer is due (:class:`BusyPoll`)."""
+
+    def __init__(self, name: str = "owx-loop", busy_poll_s: float = 0.0) -> None:
         self.loop = uvloop.new_event_loop()
+        if busy_poll_s > 0:
+            _busy_polls[self.loop] = BusyPoll(self.loop, busy_poll_s)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._started = threading.Event()
         self._thread.start()

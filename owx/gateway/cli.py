@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from owx.common.gc_pauses import keep_pauses_short
 from owx.gateway import wskprops
 from owx.gateway.tls import TlsFiles, self_signed
 from owx.settings import Settings
@@ -80,6 +81,8 @@ def up(args: argparse.Namespace) -> int:
     print(f"extensions: {', '.join(gateway.extensions) or 'none'}", flush=True)
     print(f"auth {identity.auth}", flush=True)
     print(f"~/.wskprops {wskprops_state}", flush=True)
+    if settings.gateway.short_gc_pauses:
+        keep_pauses_short()
     server.serve_forever()
     return 0
 

@@ -49,7 +49,7 @@ class Gateway:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings.data_dir.chmod(0o700)  # keys, code and activations: the owner's only
         entities, activations = open_stores(settings)
-        loop = EventLoopThread("owx-loop")
+        loop = EventLoopThread("owx-loop", settings.gateway.busy_poll_us / 1e6)
         try:
             platform = open_platform(settings, loop)
         except BaseException:

@@ -57,6 +57,12 @@ class GatewaySettings(BaseModel):
                             "(no thread); off, every activation runs on a worker thread (a benchmark control)")
     defer_waits: bool = Field(True, description="blocking waits hold no thread; off, a waiting request holds "
                               "one of http_threads as on a plain WSGI server (a benchmark control)")
+    busy_poll_us: int = Field(100, ge=0, le=10_000, description="the event loop polls this long instead of "
+                              "sleeping when an answer is due at once (a runtime's, a client's next request); "
+                              "0: it always sleeps (see owx.common.eventloop.BusyPoll)")
+    short_gc_pauses: bool = Field(True, description="owx up freezes what start-up made and collects the young "
+                                  "generation less often (owx.common.gc_pauses); off, Python's collector "
+                                  "as it comes (a benchmark control)")
     public_url: str | None = Field(None, description="where clients and actions reach the gateway "
                                    "(default http://HOST:PORT); actions get it as __OW_API_HOST")
     store: Literal["sqlite", "couchdb"] = "sqlite"

@@ -30,7 +30,10 @@ bounded and every accepted activation is recorded; another tenant's p99 while 20
 wait (:mod:`owx.bench.invoke.fairness`) < 100 ms. Controls (``--control``): ``threaded-runs``
 (every activation runs and waits on a worker thread, up to 4,096 of them, as before owx ran warm
 activations from its event loop: throughput and the flood's thread bound must fail), ``held-waits``
-(waiting requests hold server threads: the fairness goal must fail).
+(waiting requests hold server threads: the fairness goal must fail), ``no-busy-poll`` (the gateway's
+loop sleeps whenever it waits, however soon the answer is due: what busy polling saves at c1),
+``default-gc`` (Python's collector as it comes: its full collections stall the loop during the
+flood, whose GET p99 must then fail).
 """
 
 from __future__ import annotations
@@ -56,11 +59,14 @@ from owx.bench.invoke.flood import flood, settled_count
 from owx.bench.invoke.shared_nothing import shared_nothing
 from owx.bench.results import Report
 from owx.bench.wrk import WrkResult, wrk
+from owx.gateway.settings import GatewaySettings
 
 ACTION = "def main(args):\n    return {'n': args.get('n', 0)}\n"
 LOOP_THREAD = "owx-loop"  # the gateway's event loop, named so in the kernel (owx.common.eventloop)
 CONTROLS = {"threaded-runs": {"OWX_GATEWAY__LOOP_RUNS": "false", "OWX_GATEWAY__WORKERS": "4096"},
-            "held-waits": {"OWX_GATEWAY__DEFER_WAITS": "false"}}
+            "held-waits": {"OWX_GATEWAY__DEFER_WAITS": "false"},
+            "no-busy-poll": {"OWX_GATEWAY__BUSY_POLL_US": "0"},
+            "default-gc": {"OWX_GATEWAY__SHORT_GC_PAUSES": "false"}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control", choices=sorted(CONTROLS), help="switch a mechanism off (a goal must then fail)")
     args = parser.parse_args(argv)
     report = Report("invoke", {"seconds": args.seconds, "flood": args.flood, "action": "returns {'n': n}",
-                               "wrk threads": 2, "blocked": args.blocked, "blocked action sleeps": "2 s"},
+                               "wrk threads": 2, "blocked": args.blocked, "blocked action sleeps": "2 s",
+                               "gateway busy poll (us)": _busy_poll_us(args.control)},
                     control=args.control)
     body = '{"n": 1}'
 
@@ -189,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     flooded.goals(report)
     fair.report(report)
     return report.finish()
+
+
+def _busy_poll_us(control: str | None) -> int:
+    """The gateway's busy poll in this run (``gateway.busy_poll_us``, unless the control sets it)."""
+    return int(CONTROLS.get(control or "", {}).get("OWX_GATEWAY__BUSY_POLL_US", GatewaySettings().busy_poll_us))
 
 
 def _deploy(gateway: GatewayProcess) -> str:

@@ -23,6 +23,7 @@ from concurrent.futures import Executor
 from functools import partial
 from urllib.parse import parse_qsl, unquote_to_bytes
 
+from owx.common.eventloop import run_on_thread
 from owx.gateway import errors
 from owx.gateway.api.request_args import boolean, bounded, object_from
 from owx.gateway.catalog import ResolvedAction
@@ -135,7 +136,7 @@ class InvokeEndpoint:
         return done.result() if done.done() else None
 
     async def _on_thread(self, function, *args):  # type: ignore[no-untyped-def]
-        return await asyncio.get_running_loop().run_in_executor(self.threads, function, *args)
+        return await run_on_thread(self.threads, function, *args)
 
 
 def _split(raw_path: bytes) -> tuple[str, str] | None:

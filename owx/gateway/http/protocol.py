@@ -19,6 +19,9 @@ What a connection guarantees, whatever the client sends:
 - ``Expect: 100-continue`` is answered, ``HEAD`` gets no body, ``Connection: close`` and HTTP/1.0
   close after the answer (unless an HTTP/1.0 client asks to keep it: ``ab -k``), an ``Upgrade`` is
   served as plain HTTP/1.1 and then closed.
+
+On a loop that busy-polls (:class:`~owx.common.eventloop.BusyPoll`), an answer on a kept
+connection starts a poll for the client's next request.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from http import HTTPStatus
 
 import httptools
 
+from owx.common.eventloop import BusyPoll
 from owx.gateway.errors import ENTITY_TOO_BIG, INTERNAL
 from owx.gateway.http.messages import Request, Response, error_response
 
@@ -80,6 +84,7 @@ class HttpConnection(asyncio.Protocol):
         self._scheme = scheme
         self._connections = connections
         self._loop = asyncio.get_running_loop()
+        self._poll = BusyPoll.of(self._loop)
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._client: tuple[str, int] | None = None
@@ -218,11 +223,17 @@ class HttpConnection(asyncio.Protocol):
         self._loop.create_task(self._serve(request, keep_alive))
 
     async def _serve(self, request: Request, keep_alive: bool) -> None:
+        poll = self._poll
+        if poll is not None:
+            poll.serving += 1
         try:
             response = await self._handler(request)
         except Exception:  # noqa: BLE001 - a handler's bug answers 500; the connection and the server live on
             log.exception("handling %s %s failed", request.method, request.raw_path[:200])
             response = error_response(500, INTERNAL)
+        finally:
+            if poll is not None:
+                poll.serving -= 1
         if not keep_alive:
             self._closing = True
         try:
@@ -231,6 +242,8 @@ class HttpConnection(asyncio.Protocol):
             log.exception("the answer to %s %s cannot be sent", request.method, request.raw_path[:200])
             self._write(error_response(500, INTERNAL))
         self._busy = False
+        if poll is not None and not self._closing:
+            poll.answer_due()  # a keep-alive client's next request usually follows at once
         self._next()
 
     def _write(self, response: Response, head_only: bool = False, http_1_0: bool = False) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import unquote_to_bytes
 
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from owx.common.eventloop import run_on_thread
 from owx.gateway.deferred import ENVIRON_KEY, Deferred
 from owx.gateway.errors import INTERNAL, ApiError
 from owx.gateway.http.messages import Request, Response, error_response
@@ -36,7 +37,7 @@ class WsgiBridge:
 
     async def __call__(self, request: Request) -> Response:
         environ = _environ(request)
-        answer = await asyncio.get_running_loop().run_in_executor(self.pool, _call, self.app, environ)
+        answer = await run_on_thread(self.pool, _call, self.app, environ)
         deferred = environ.get(ENVIRON_KEY)
         if deferred is None:
             return answer

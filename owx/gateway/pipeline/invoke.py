@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from owx.common.eventloop import EventLoopThread
+from owx.common.eventloop import EventLoopThread, run_on_thread
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
 from owx.gateway.errors import SYSTEM_UNAVAILABLE, ApiError, bad_request
 from owx.gateway.identity import Identity
@@ -265,7 +265,7 @@ class Invoker:
             warm = await self.platform.run_warm(plan.spec, self._request(activation))
             if warm is not None:
                 return _Ran(warm)
-        return await asyncio.get_running_loop().run_in_executor(self._threads, self._run, activation)
+        return await run_on_thread(self._threads, self._run, activation)
 
     async def _recorded(self, activation: Activation, ran: _Ran) -> Completion:
         completion, stored = self._store(activation, ran)

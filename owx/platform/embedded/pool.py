@@ -24,7 +24,7 @@ from typing import Callable
 
 from owx.common import jsonvalues
 from owx.common.cgroups import CgroupError
-from owx.common.eventloop import call_on
+from owx.common.eventloop import call_on, run_on_thread
 from owx.platform.embedded import outcome as outcomes
 from owx.platform.embedded.container import ActionStartupError, Backend, Container, ContainerRequest
 from owx.platform.embedded.container_limits import MB, limits_for
@@ -196,12 +196,12 @@ class ContainerPool:
             try:
                 response = await container.run_async(jsonvalues.dumps(request.payload()), spec.timeout_ms / 1000)
             except (ProxyTimeout, ProxyUnreachable) as exc:  # rare: its blocking ends go to a thread
-                return await asyncio.get_running_loop().run_in_executor(None, self._lost_run, slot, spec, started, exc)
+                return await run_on_thread(None, self._lost_run, slot, spec, started, exc)
             logs = await self._logs(container, spec.logs_bytes)
             return self._judged(slot, spec, response, oom_before, logs, started)
         except Exception as exc:  # a platform bug must not reach the caller as an exception
             log.exception("running %s on %s failed", spec.key, container.id)
-            await asyncio.get_running_loop().run_in_executor(None, self._drop, slot)
+            await run_on_thread(None, self._drop, slot)
             return self._failure(INTERNAL_ERROR, f"the platform failed to run the action: {exc}", started)
         finally:
             self._release(slot)
