@@ -54,7 +54,7 @@ class BusyPoll:
 
     def answer_due(self) -> None:
         """An answer is due soon (a kept connection's next request, an awaited exchange's answer)."""
-        if self.budget_s <= 0 or not self._affordable():
+        if not self._affordable():
             return
         self._until = time.perf_counter() + self.budget_s
         if not self.polling:
@@ -86,13 +86,13 @@ async def run_on_thread(executor: Executor | None, function: Callable[..., T], *
     awaited from the running loop, which does not busy-poll meanwhile (see :class:`BusyPoll`)."""
     loop = asyncio.get_running_loop()
     poll = _busy_polls.get(loop)
-    if poll is None:
-        return await loop.run_in_executor(executor, function, *args)
-    poll.on_threads += 1
+    if poll is not None:
+        poll.on_threads += 1
     try:
         return await loop.run_in_executor(executor, function, *args)
     finally:
-        poll.on_threads -= 1
+        if poll is not None:
+            poll.on_threads -= 1
 
 
 class EventLoopThread:

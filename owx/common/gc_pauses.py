@@ -2,7 +2,7 @@
 
 A collection stops every thread of the process, the event loop's too, for as long as it scans. In
 a gateway flooded with queued activations (``owx bench invoke``'s flood: some 100,000 tracked
-objects) a full collection stalled the loop for 60-140 ms, the longest wait any request saw. Two
+objects) a full collection stalled the loop for 56-115 ms, the longest wait any request saw. Two
 remedies, applied once start-up is done: what start-up made (modules, apps, settings; it lives as
 long as the process) is frozen, so no collection scans it again; and the young generation is
 collected every ``young_threshold`` allocations instead of Python's 700, so the older generations,
