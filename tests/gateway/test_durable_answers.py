@@ -128,13 +128,15 @@ def test_while_the_database_is_behind_new_invokes_are_refused_at_once_and_taken_
             assert taken.status_code == 202, taken.text
             wait_for(lambda: len(writer._records) == 1, timeout=30, what="its record to wait for the database")
             started = time.monotonic()
-            refused = http.post(two_workers.api("actions/echo"), json={"n": 10}, timeout=30)
+            refused = [http.post(two_workers.api(f"actions/echo?blocking={blocking}"), json={"n": 10}, timeout=30)
+                       for blocking in ("false", "true")]
             assert time.monotonic() - started < 1.5  # no wait for room
         finally:
             writer._max_pending = bound
-    assert refused.status_code == 503, refused.text
-    body = refused.json()
-    assert set(body) == {"error", "code"} and "behind" in body["error"]
+    for answer in refused:
+        assert answer.status_code == 503, answer.text
+        body = answer.json()
+        assert set(body) == {"error", "code"} and "behind" in body["error"]
     writer.flush(30)
     stored = http.get(two_workers.api(f"activations/{taken.json()['activationId']}"))  # from the database
     assert stored.json()["response"]["result"] == {"n": 9}

@@ -86,7 +86,7 @@ class InvokeEndpoint:
         result_only = boolean("result", query.get("result"))
         params = object_from(bounded(request.body, self.settings.max_payload_bytes))
         resolved = await self._resolved(path, identity.namespace)
-        activation_id, done = await self._start(identity, resolved, params)
+        activation_id, done = await self._start(identity, resolved, params, blocking)
         headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id)]
         if blocking:
             completion = await self._wait(done)
@@ -104,13 +104,13 @@ class InvokeEndpoint:
         catalog = self.gateway.catalog
         return catalog.resolved(path, caller) or await self._on_thread(catalog.resolve, path, caller)
 
-    async def _start(self, identity: Identity, resolved: ResolvedAction,
-                     params: dict) -> tuple[str, asyncio.Future[Completion]]:
+    async def _start(self, identity: Identity, resolved: ResolvedAction, params: dict,
+                     blocking: bool) -> tuple[str, asyncio.Future[Completion]]:
         invoker = self.gateway.invoker
         if invoker.gated(resolved):  # an extension reserves what it needs first, which may block
             invocation = await self._on_thread(invoker.start, identity, resolved, params)
             return invocation.activation_id, asyncio.wrap_future(invocation.done)
-        return invoker.submit(identity, resolved, params)
+        return invoker.submit(identity, resolved, params, blocking)
 
     async def _wait(self, done: asyncio.Future[Completion]) -> Completion | None:
         """The completion, or None past ``blocking_wait_s`` (the activation goes on). Without

@@ -4,7 +4,9 @@ One straight line per activation, a task on the gateway's event loop (:meth:`Inv
 
 1. admission: the namespace's throttles (429 over them), and the activation journalled as
    accepted (durable before anyone is answered for it: the next start records it as failed if
-   this gateway dies);
+   this gateway dies). A blocking caller is answered only with the record, or with a 202 once
+   ``blocking_wait_s`` passed, so its activation is journalled in the loop turn after its start,
+   while the runtime works, instead of on the answer's path;
 2. a run slot (:mod:`.slots`), then the run: on an idle warm container straight from the loop,
    else on one of the worker threads (a cold start or a wait for memory, an extension's runner, a
    sequence);
@@ -37,7 +39,7 @@ from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.records import ActionFacts
 from owx.gateway.pipeline.slots import RunSlots
-from owx.gateway.stores import ActivationStore
+from owx.gateway.stores import ActivationStore, StoreUnavailable
 from owx.platform.interface import Platform, PlatformError
 from owx.platform.types import APPLICATION_ERROR, INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
 from owx.settings import Settings
@@ -45,6 +47,7 @@ from owx.settings import Settings
 log = logging.getLogger(__name__)
 PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g., reserved properties)."
 DURABLE_WAIT_S = 60.0
+STORE_BEHIND = "the activation store is behind: its records wait to be written"
 MAX_PLANS = 4096  # cached action revisions; the cache starts afresh beyond
 
 
@@ -196,19 +199,24 @@ class Invoker:
         return plan
 
     # -- admission (the event loop) ------------------------------------------------------------
-    def submit(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Running:
+    def submit(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any],
+               blocking: bool = False) -> Running:
         """Admit, journal and start one activation, on the event loop. Raises ``ApiError`` (400, 429)
-        or ``StoreUnavailable`` (503) instead. Actions behind a gate (see :meth:`route`) go through
-        :meth:`start` on a thread instead."""
+        or ``StoreUnavailable`` (503) instead. ``blocking``: the caller waits for the record (see
+        the module's docstring: then it is journalled once started). Actions behind a gate (see
+        :meth:`route`) go through :meth:`start` on a thread instead."""
         plan = self.plan(resolved)
         activation = Activation(new_id(), identity, resolved, plan, self._arguments(resolved, plan, params))
         self.throttle.admit(identity.namespace)
         try:
-            self._accept(activation)
+            self._accept(activation, journal=not blocking)
         except BaseException:
             self._release(identity.namespace)
             raise
-        return Running(activation.id, self._launch(activation))
+        running = Running(activation.id, self._launch(activation))
+        if blocking:  # after the launch: this runs once the activation's first step sent its run
+            asyncio.get_running_loop().call_soon(self._journal_started, activation)
+        return running
 
     def gated(self, resolved: ResolvedAction) -> bool:
         """Whether invocations of ``resolved`` wait for an extension's reservation (see :meth:`route`)."""
@@ -218,15 +226,28 @@ class Invoker:
         """(activations running, activations waiting for a run slot)."""
         return self._slots.load()
 
-    def _accept(self, activation: Activation) -> None:
+    def _accept(self, activation: Activation, journal: bool = True) -> None:
         if self._closed.is_set():
             raise ApiError(503, SYSTEM_UNAVAILABLE.format(detail="the gateway is stopping"))
+        if not journal and self.activations.backlogged():  # refused as `accept` would refuse it
+            raise StoreUnavailable(STORE_BEHIND)
         self._open[activation.id] = activation
+        if journal:
+            try:
+                self.activations.accept(activation.entry())
+            except BaseException:
+                self._open.pop(activation.id, None)
+                raise
+
+    def _journal_started(self, activation: Activation) -> None:
+        """Journal a started blocking activation (nobody has been answered for it yet)."""
+        if activation.id not in self._open:
+            return  # recorded already
         try:
             self.activations.accept(activation.entry())
-        except BaseException:
-            self._open.pop(activation.id, None)
-            raise
+        except StoreUnavailable as exc:
+            log.error("activation %s runs without its journal entry (if this gateway dies, it is not "
+                      "recorded): %s", activation.id, exc)
 
     def _launch(self, activation: Activation) -> asyncio.Task[Completion]:
         task = asyncio.get_running_loop().create_task(self._admitted(activation))
