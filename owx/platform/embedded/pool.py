@@ -30,8 +30,9 @@ from owx.platform.embedded.container import ActionStartupError, Backend, Contain
 from owx.platform.embedded.container_limits import MB, limits_for
 from owx.platform.embedded.logs import LogCollector
 from owx.platform.embedded.proxy import ProxyResponse, ProxyTimeout, ProxyUnreachable
+from owx.platform.embedded.slots import Slot, SlotTable
 from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
-from owx.platform.ledger import MemoryLedger, container_holder
+from owx.platform.ledger import MemoryLedger
 from owx.platform.settings import PlatformSettings
 from owx.platform.types import (
     DEVELOPER_ERROR,
@@ -58,26 +59,6 @@ DEATH_GRACE_S = 0.5  # after a broken connection, how long to wait for the exit 
 DeathListener = Callable[[ContainerDeath], None]
 StartListener = Callable[[ContainerInfo], None]
 _tickets = itertools.count()
-
-
-@dataclass(eq=False)
-class Slot:
-    """One container and its place in the pool."""
-
-    container: Container
-    state: ContainerState
-    key: str | None
-    concurrency: int = 1
-    in_flight: int = 0
-    last_used: float = field(default_factory=time.monotonic)
-
-    @property
-    def holder(self) -> str:
-        return container_holder(self.container.id)
-
-    @property
-    def idle(self) -> bool:
-        return self.in_flight == 0
 
 
 @dataclass(eq=False)
@@ -110,7 +91,7 @@ class ContainerPool:
         self.budget_bytes = settings.user_memory_mb * MB
         self.stem_target = settings.stem_cells
         self.idle_evict_s = settings.idle_evict_s
-        self._slots: dict[str, Slot] = {}
+        self._slots = SlotTable()
         self._evicting = 0  # bytes of containers being destroyed (still held in the ledger)
         self._queue: deque[object] = deque()
         self._cond = threading.Condition()
@@ -181,7 +162,7 @@ class ContainerPool:
 
     def _has_warm(self, key: str) -> bool:
         """Whether a warm container of ``key`` lives here (idle or busy; under the lock)."""
-        return any(s.state == "warm" and s.key == key and s.container.is_alive() for s in self._slots.values())
+        return any(s.state == "warm" and s.container.is_alive() for s in self._slots.of(key))
 
     def _fits(self, spec: ActionSpec) -> bool:
         """Whether a new container of ``spec`` would start now (evicting idle ones if needed)."""
@@ -289,7 +270,7 @@ class ContainerPool:
 
     def has_idle_warm(self, key: str) -> bool:
         with self._cond:
-            return any(self._free_warm(slot, key) for slot in self._slots.values())
+            return any(self._free_warm(slot, key) for slot in self._slots.of(key))
 
     def forget(self, path: str) -> None:
         """Destroy the idle warm containers of every revision of the action at ``path`` (busy ones
@@ -299,7 +280,7 @@ class ContainerPool:
             stale = [s for s in self._slots.values()
                      if s.state == "warm" and s.idle and s.key is not None and s.key.startswith(prefix)]
             for slot in stale:
-                del self._slots[slot.container.id]
+                self._slots.remove(slot.container.id)
             self._cond.notify_all()
         if stale:  # off the caller's thread: an update answers before its old containers are gone
             threading.Thread(target=lambda: [self._destroy(s) for s in stale], daemon=True,
@@ -308,7 +289,7 @@ class ContainerPool:
     def remove(self, container_id: str) -> bool:
         """Destroy one container (e.g. a replica no longer needed); False if unknown."""
         with self._cond:
-            slot = self._slots.pop(container_id, None)
+            slot = self._slots.remove(container_id)
             self._cond.notify_all()
         if slot is None:
             return False
@@ -408,7 +389,7 @@ class ContainerPool:
         return None
 
     def _warm(self, key: str) -> Slot | None:
-        free = [slot for slot in self._slots.values() if self._free_warm(slot, key)]
+        free = [slot for slot in self._slots.of(key) if self._free_warm(slot, key)]
         return max(free, key=lambda s: s.in_flight, default=None)  # pack concurrent activations
 
     @staticmethod
@@ -443,13 +424,14 @@ class ContainerPool:
             if extra > free and not reserved:
                 return None
         for victim in victims:
-            del self._slots[victim.container.id]
+            self._slots.remove(victim.container.id)
             self._evicting += self.ledger.held(victim.holder)
         ticket = f"starting:{self.node}:{next(_tickets)}"
         self.ledger.hold(ticket, self.node, max(extra, reserved), force=True)
         grant = _Grant(slot=stem, ticket=ticket, victims=victims, from_stem=stem is not None)
         if stem is not None:
-            stem.state, stem.key, stem.in_flight = "starting", spec.key, 1
+            stem.state, stem.in_flight = "starting", 1
+            self._slots.serve(stem, spec.key)
         return grant
 
     def _idle_stem(self) -> Slot | None:
@@ -505,7 +487,7 @@ class ContainerPool:
             return slot, self._fail_slot(slot, spec, started, outcomes.init_error(response)["error"], "init")
         with self._cond:
             slot.state = state
-            slot.key = spec.key
+            self._slots.serve(slot, spec.key)
         return slot, None
 
     def _fit_stem(self, slot: Slot, memory_bytes: int, ticket: str | None) -> None:
@@ -533,7 +515,7 @@ class ContainerPool:
         self.ledger.hold(slot.holder, self.node, container.memory_bytes, force=True)
         container.on_exit(self._on_exit)
         with self._cond:
-            self._slots[container.id] = slot
+            self._slots.add(slot)
         info = self._info(slot)
         for listener in self._start_listeners:
             try:
@@ -654,7 +636,7 @@ class ContainerPool:
     def _drop(self, slot: Slot) -> None:
         with self._cond:
             if self._slots.get(slot.container.id) is slot:
-                del self._slots[slot.container.id]
+                self._slots.remove(slot.container.id)
             self._wake_waiters(slot.key or "")
             self._cond.notify_all()
         self._destroy(slot)
@@ -670,7 +652,7 @@ class ContainerPool:
             slot = self._slots.get(container.id)
             key = slot.key if slot is not None else container.request.labels.get("owx.action") or None
             if slot is not None and slot.in_flight == 0:  # busy slots are dropped by their run
-                del self._slots[container.id]
+                self._slots.remove(container.id)
                 self._wake_waiters(key or "")
             self._cond.notify_all()
         death = ContainerDeath(container.id, self.node, reason, key, container.died_at or time.time(), code)
@@ -753,7 +735,7 @@ class ContainerPool:
                     stale.append(slot)
                     over -= self.ledger.held(slot.holder)
                 for slot in stale:
-                    del self._slots[slot.container.id]
+                    self._slots.remove(slot.container.id)
                 if stale:
                     self._cond.notify_all()
             for slot in stale:
