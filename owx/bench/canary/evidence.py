@@ -126,7 +126,8 @@ class TrainingBench:
             limits={"memory_mb": {"max": MEMORY_MB}},
             canary={"store_url": self.checkpoints.url},  # blobs: the namespace's directory
             platform={"nodes": nodes, "user_memory_mb": 6144, "stem_cells": 0, "zygote_kind_preload": kind_preload,
-                      "cgroup_root": cgroup_root})
+                      "cgroup_root": cgroup_root,
+                      "sandbox": {"host_ports": [self.effects.port]}})  # the actions log their effects there
         try:
             self.gateway = GatewayHarness.start(settings)
             for name, canary in ACTIONS.items():

@@ -26,10 +26,11 @@ from pathlib import Path
 from owx.bench.disdel.estimates import score
 from owx.bench.disdel.gateway import start_gateway
 from owx.bench.disdel.plot import memory_over_time
-from owx.bench.disdel.runs import EnvRun, bare_process, concurrent_peak, retry_strategy, single_action
+from owx.bench.disdel.runs import (EnvRun, bare_process, builtin_model, concurrent_peak, inputs, retry_strategy,
+                                   single_action)
 from owx.bench.disdel.zoo import TABLE
 from owx.bench.results import Report
-from owx.disdel import data, sdk
+from owx.disdel import sdk
 from owx.disdel.calibration import local_probe, local_runtime_key, measure
 from owx.disdel.gateway import Gateway
 from owx.disdel.job import parse_job
@@ -133,26 +134,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def environments(report: Report, work: Path) -> None:
     memory_max_mb = 4096
-    gw = start_gateway(work / "gateway", work / "shared", memory_max_mb=memory_max_mb, timeout_max_ms=900_000, pool_mb=8192)
+    shared = work / "shared"  # what the actions' sandboxes see of the work directory
+    gw = start_gateway(work / "gateway", shared, memory_max_mb=memory_max_mb, timeout_max_ms=900_000, pool_mb=8192)
     try:
         gateway = Gateway.connect(gw.url, gw.auth)
-        settings = DisdelSettings(shared_dir=work / "shared", pool_memory_mb=8192, cgroup_prefix=PREFIX)
+        settings = DisdelSettings(shared_dir=shared, pool_memory_mb=8192, cgroup_prefix=PREFIX)
         rows: list[dict] = []
         job = parse_job(JOB)
-        x, y = data.synthetic(job.dataset)
-        held = job.held_out(len(y))
-        shard = data.write_npz(work / "full.npz", x[:-held], y[:-held])
-        eval_set = data.write_npz(work / "eval.npz", x[-held:], y[-held:])
-        model = {"builtin": job.model.name, "shape": job.dataset.shape, "classes": job.dataset.classes,
-                 "learning_rate": 1e-3}
-        line(f"\n2. job: {job.model_label} on {len(y) - held} samples {job.dataset.shape}, batch {job.batch_size}, "
+        runs_dir, shard, eval_set, held = inputs(shared, job)
+        model = builtin_model(job)
+        line(f"\n2. job: {job.model_label} on {job.dataset.samples - held} samples {job.dataset.shape}, batch {job.batch_size}, "
              f"{job.epochs} epochs (held-out {held})")
         runs: list[EnvRun] = []
-        runs.append(bare_process(work, model, shard, eval_set, job.epochs, job.batch_size, PREFIX))
+        runs.append(bare_process(runs_dir, model, shard, eval_set, job.epochs, job.batch_size, PREFIX))
         line(f"  bare process done in {runs[-1].time_s:.1f} s")
-        runs.append(single_action(gateway, work, model, shard, eval_set, job.epochs, job.batch_size, 1024, 900_000))
+        runs.append(single_action(gateway, runs_dir, model, shard, eval_set, job.epochs, job.batch_size, 1024, 900_000))
         line(f"  single action done in {runs[-1].time_s:.1f} s")
-        runs.append(retry_strategy(gateway, work, model, shard, eval_set, job.epochs, job.batch_size))
+        runs.append(retry_strategy(gateway, runs_dir, model, shard, eval_set, job.epochs, job.batch_size))
         line(f"  retry strategy done in {runs[-1].time_s:.1f} s: {runs[-1].detail['attempts']}")
         disdel, state = disdel_run(gateway, settings)
         runs.append(disdel)
@@ -219,7 +217,7 @@ def environments(report: Report, work: Path) -> None:
                     startups.append(doc["duration_ms"] / 1000 - fit)
         single_fit = single.detail["fit_s"] / job.epochs
         per_round = sum(train_rounds[1:]) / max(1, len(train_rounds) - 1) / 1000
-        line(f"  fit time per epoch: single action (all {len(y) - held} samples, 2 threads) {single_fit:.2f} s; "
+        line(f"  fit time per epoch: single action (all {job.dataset.samples - held} samples, 2 threads) {single_fit:.2f} s; "
              f"DiSDeL action (1/{plan.actions} of them, 1 thread) median {sorted(fits)[len(fits) // 2]:.2f} s")
         line(f"  start-up (container, import, data, build; outside fit): single {single.detail['startup_s']:.1f} s, "
              f"DiSDeL round 0 slowest action {max(startups):.1f} s")

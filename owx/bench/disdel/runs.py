@@ -10,15 +10,18 @@ Each returns timings, peaks, memory samples and the held-out loss of its final m
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from owx.disdel import data
 from owx.disdel.failures import classify
 from owx.disdel.gateway import Gateway, action_code
 from owx.disdel.isolated import run_isolated
+from owx.disdel.job import JobRequest
 
 
 @dataclass
@@ -34,6 +37,32 @@ class EnvRun:
     memory: list[tuple[float, int, str]] = field(default_factory=list)  # (epoch s, bytes, series)
     marks: list[tuple[float, str]] = field(default_factory=list)  # (epoch s, phase) for the plot
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Inputs(NamedTuple):
+    """Where the environments' runs read their data and write their weights."""
+
+    job_dir: Path
+    shard: Path  # the training samples
+    eval_set: Path  # the held-out ones
+    held_out: int
+
+
+def inputs(shared: Path, job: JobRequest) -> Inputs:
+    """The job's synthetic data in a directory of ``shared``: the only host directory the actions'
+    sandboxes see read-write. The actions run as other users, so it is writable by all."""
+    job_dir = shared / "environments"
+    job_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(job_dir, 0o777)
+    x, y = data.synthetic(job.dataset)
+    held = job.held_out(len(y))
+    return Inputs(job_dir, data.write_npz(job_dir / "full.npz", x[:-held], y[:-held]),
+                  data.write_npz(job_dir / "eval.npz", x[-held:], y[-held:]), held)
+
+
+def builtin_model(job: JobRequest) -> dict:
+    """The model the runs train: the job's built-in one."""
+    return {"builtin": job.model.name, "shape": job.dataset.shape, "classes": job.dataset.classes, "learning_rate": 1e-3}
 
 
 def phase_marks(phases: dict[str, float]) -> list[tuple[float, str]]:
