@@ -47,7 +47,6 @@ from owx.settings import Settings
 log = logging.getLogger(__name__)
 PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g., reserved properties)."
 DURABLE_WAIT_S = 60.0
-STORE_BEHIND = "the activation store is behind: its records wait to be written"
 MAX_PLANS = 4096  # cached action revisions; the cache starts afresh beyond
 
 
@@ -229,8 +228,8 @@ class Invoker:
     def _accept(self, activation: Activation, journal: bool = True) -> None:
         if self._closed.is_set():
             raise ApiError(503, SYSTEM_UNAVAILABLE.format(detail="the gateway is stopping"))
-        if not journal and self.activations.backlogged():  # refused as `accept` would refuse it
-            raise StoreUnavailable(STORE_BEHIND)
+        if not journal:
+            self.activations.check_room()
         self._open[activation.id] = activation
         if journal:
             try:

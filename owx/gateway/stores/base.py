@@ -105,6 +105,10 @@ class ActivationStore(Protocol):
         on return. Raises `StoreUnavailable` at once, without waiting, when the store is behind
         (`backlogged`) or the log cannot take it: the activation must not start then."""
 
+    def check_room(self) -> None:
+        """Raise `StoreUnavailable` at once when the store is behind (`backlogged`), as `accept` would:
+        for an activation journalled only once it has started."""
+
     def backlogged(self) -> bool:
         """Whether the records waiting for the database are at the queue's bound, so that `accept`
         refuses new activations."""

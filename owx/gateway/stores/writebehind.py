@@ -118,11 +118,16 @@ class WriteBehind:
         done.set_result(None)
         return done
 
-    def _journal(self, entry: AcceptedRow) -> None:
+    def check_room(self) -> None:
+        """Raise `StoreUnavailable` when the store is behind (see `backlogged`), as `submit` refuses an
+        accepted entry then."""
         if self.backlogged():
             raise StoreUnavailable(f"the activation store is behind: {len(self._queue)} activation records wait "
                                    f"to be written ({self._pending_bytes} bytes); "
                                    f"last database error: {self._last_error}")
+
+    def _journal(self, entry: AcceptedRow) -> None:
+        self.check_room()
         try:
             self._log.append(entry)
         except OSError as err:
@@ -306,6 +311,9 @@ class WrittenBehind:
 
     def backlogged(self) -> bool:
         return self._writer.backlogged()
+
+    def check_room(self) -> None:
+        self._writer.check_room()
 
     def unfinished(self) -> list[dict[str, Any]]:
         return [json.loads(entry.text) for entry in self._writer.open_accepted()]
