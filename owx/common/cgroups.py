@@ -223,9 +223,13 @@ class Cgroup:
 
     def children(self) -> list["Cgroup"]:
         """The groups directly below this one (one directory read, no stat per entry)."""
+        return [Cgroup(f"{self.relpath}/{name}") for name in self.child_names()]
+
+    def child_names(self) -> list[str]:
+        """The names of the groups directly below this one, without making a `Cgroup` of each."""
         try:
             with os.scandir(self.dir()) as entries:
-                return [Cgroup(f"{self.relpath}/{entry.name}") for entry in entries if entry.is_dir(follow_symlinks=False)]
+                return [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
         except (FileNotFoundError, NotADirectoryError):
             return []
 

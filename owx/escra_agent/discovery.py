@@ -33,13 +33,13 @@ class EmbeddedDiscovery:
     def __init__(self, cgroup_root: str, node: str, app: str) -> None:
         self.parent = Cgroup(f"{cgroup_root}/{node}")
         self.app = app
+        self._handles: dict[str, Handle] = {}  # of the last scan: a scan every period makes only new ones
 
     def scan(self) -> dict[str, Handle]:
-        found = {}
-        for group in self.parent.children():
-            if _VALID_ID.match(group.name):
-                found[group.name] = Handle(group.name, self.app, group)
-        return found
+        known = self._handles
+        self._handles = {name: known.get(name) or Handle(name, self.app, Cgroup(f"{self.parent.relpath}/{name}"))
+                         for name in self.parent.child_names() if _VALID_ID.match(name)}
+        return dict(self._handles)
 
 
 class DockerDiscovery:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from owx.common.cgroups import Cgroup, CgroupError, is_v2
 from owx.escra_agent.messages import Sample
@@ -17,9 +17,9 @@ from owx.escra_agent.messages import Sample
 UNLIMITED_FLOOR = 1 << 62  # v1 reports "no limit" as a page-rounded 2**63 - 1
 
 
-@dataclass(frozen=True)
-class Reading:
-    """Cumulative counters and current limits of one container at one instant."""
+class Reading(NamedTuple):
+    """Cumulative counters and current limits of one container at one instant (a tuple: one is made
+    per container per period, so it must be cheap)."""
 
     at_ns: int
     periods: int
@@ -37,8 +37,9 @@ def _number(raw: bytes) -> int:
 
 
 def _keyed(raw: bytes) -> dict[bytes, int]:
-    pairs = (line.split() for line in raw.splitlines() if line)
-    return {key: int(value) for key, value, *_ in pairs}
+    """A ``key value`` per line file (``cpu.stat``) as a dict."""
+    words = iter(raw.split())
+    return dict(zip(words, map(int, words)))
 
 
 class CgroupProbe:
