@@ -102,8 +102,8 @@ class Platform(ABC):
     async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
         """Run ``request`` on a warm container of ``spec`` from the platform's event loop, without a
         thread (call it on that loop); None when it needs one: then the caller runs it with :meth:`run`
-        on a thread (a new container to start, memory to wait for). Platforms without containers of their
-        own always say None."""
+        on a thread (a new container to start, memory to wait for, an action to deploy upstream). Raises
+        :class:`PlatformError` as :meth:`run` does. By default always None."""
         return None
 
     @abstractmethod

@@ -68,6 +68,23 @@ def test_actions_land_in_the_tenants_package_with_their_limits(wrapper: GatewayP
              == [512], what="only the new deployment upstream")
 
 
+def test_an_action_deleted_upstream_behind_owx_is_deployed_again(wrapper: GatewayProcess,
+                                                                 upstream: GatewayProcess) -> None:
+    """A warm invoke (sent from the gateway's event loop) of an action someone deleted upstream deploys
+    it again and runs it: the caller never sees the upstream's 404."""
+    http = wrapper.session()
+    name = f"gone-{uuid.uuid4().hex[:6]}"
+    assert http.put(wrapper.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    for n in (1, 2):  # deployed by the first, the second runs it warm
+        assert http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true", "result": "true"},
+                         json={"n": n}).json() == {"got": {"n": n}}
+    (deployed,) = [a["name"] for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")]
+    assert upstream.session().delete(upstream.api(f"actions/owx-guest/{deployed}")).ok
+    answer = http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true", "result": "true"}, json={"n": 3})
+    assert answer.status_code == 200 and answer.json() == {"got": {"n": 3}}, answer.text
+    assert [a["name"] for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")] == [deployed]
+
+
 def test_tenants_are_apart_upstream(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:
     created = subprocess.run(["owx", "admin", "--data-dir", str(wrapper.data_dir), "user", "create", "tenant-b"],
                              capture_output=True, text=True, timeout=60)
@@ -123,9 +140,11 @@ def test_an_https_upstream_with_its_own_certificate_needs_upstream_insecure(work
             http = front.session()
             assert http.put(front.api("actions/x"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
             answer = http.post(front.api("actions/x"), params={"blocking": "true"}, json={"n": 3})
-            if extra:
+            if extra:  # the second invoke runs from the gateway's event loop, on its own TLS connection
                 assert answer.status_code == 200, answer.text
                 assert answer.json()["response"]["result"] == {"got": {"n": 3}}
+                again = http.post(front.api("actions/x"), params={"blocking": "true", "result": "true"}, json={"n": 4})
+                assert again.status_code == 200 and again.json() == {"got": {"n": 4}}, again.text
             else:  # an unknown certificate is refused, with the reason in the record
                 assert answer.status_code == 503
                 assert "CERTIFICATE_VERIFY_FAILED" in answer.json()["response"]["result"]["error"]

@@ -282,7 +282,11 @@ class Invoker:
     async def _outcome(self, activation: Activation) -> _Ran:
         plan = activation.plan
         if plan.on_platform and self._loop_runs and activation.action.kind != "sequence":
-            warm = await self.platform.run_warm(plan.spec, self._request(activation))
+            now_ms = records.now_ms()
+            try:
+                warm = await self.platform.run_warm(plan.spec, self._request(activation))
+            except PlatformError as exc:
+                return _unavailable(activation, exc, now_ms)
             if warm is not None:
                 return _Ran(warm)
         return await run_on_thread(self._threads, self._run, activation)
@@ -329,9 +333,8 @@ class Invoker:
         now_ms = records.now_ms()
         try:
             return _Ran(activation.plan.runner.run(activation.plan.spec, self._request(activation)))
-        except PlatformError as exc:  # an upstream that is away, throttles or refuses owx's key
-            log.warning("activation %s: %s", activation.id, exc)
-            return _Ran(RunOutcome(INTERNAL_ERROR, {"error": str(exc)}, [], now_ms, records.now_ms()), exc.status)
+        except PlatformError as exc:
+            return _unavailable(activation, exc, now_ms)
         except Exception as exc:  # the platform failed, not the action
             log.exception("activation %s failed inside the platform", activation.id)
             return _Ran(RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms,
@@ -445,3 +448,9 @@ def _copy(task: asyncio.Task[Completion], done: Future[Completion]) -> None:
     else:
         done.set_result(task.result())
 
+
+def _unavailable(activation: Activation, exc: PlatformError, started_ms: int) -> _Ran:
+    """The outcome of an activation the platform could not run (an upstream that is away, throttles or
+    refuses owx's key): answered with the platform's status."""
+    log.warning("activation %s: %s", activation.id, exc)
+    return _Ran(RunOutcome(INTERNAL_ERROR, {"error": str(exc)}, [], started_ms, records.now_ms()), exc.status)

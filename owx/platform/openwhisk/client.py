@@ -19,6 +19,7 @@ any other 5xx without a record            502     the upstream's error
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import socket
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from owx.common.async_http import AnswerReader, AsyncKeepAlivePool
 from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
 from owx.platform.interface import PlatformError
 from owx.platform.settings import UpstreamSettings
@@ -56,7 +58,7 @@ class Answer:
 
 
 class UpstreamClient:
-    """Typed calls to the upstream; thread-safe."""
+    """Typed calls to the upstream; thread-safe, but for :meth:`invoke_async` (one event loop's)."""
 
     def __init__(self, settings: UpstreamSettings) -> None:
         assert settings.url is not None and settings.auth is not None
@@ -74,6 +76,8 @@ class UpstreamClient:
             self._headers += "Connection: close\r\n"
         self._host_header = url.netloc.rpartition("@")[2]
         self._pool = KeepAlivePool(self._connect, POOL_SIZE, reuse=settings.keep_alive)
+        self._loop_pool: AsyncKeepAlivePool | None = None  # made on the event loop that first uses it
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- entities --------------------------------------------------------------------------
     def put_package(self, package: str) -> None:
@@ -116,6 +120,22 @@ class UpstreamClient:
         params = {"blocking": "true"} if blocking else None
         return self.call("POST", f"/actions/{quote(path)}", params, body, timeout=wait_s)
 
+    async def invoke_async(self, path: str, body: dict[str, Any], wait_s: float) -> Answer:
+        """:meth:`invoke` blocking, from the event loop that made the first such call, without a thread.
+        The same answers and errors, but the activation id is left to the body (headers are not kept)."""
+        if self._loop_pool is None:
+            self._loop = asyncio.get_running_loop()
+            self._loop_pool = AsyncKeepAlivePool(self._connect_async, POOL_SIZE)
+        data = self._request("POST", f"{self._prefix}{API}/{self.namespace}/actions/{quote(path)}",
+                             {"blocking": "true"}, body)
+        try:
+            response = await self._loop_pool.request(data, wait_s, MAX_ANSWER_BYTES)
+        except (AnswerTimeout, ExchangeFailed) as exc:
+            raise self._lost(exc) from exc
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+        return self._answer(response.status, response.body, None)
+
     def activation(self, activation_id: str) -> Answer:
         return self.call("GET", f"/activations/{quote(activation_id)}")
 
@@ -126,21 +146,34 @@ class UpstreamClient:
         return self._send(method, path, params, body, timeout or self.settings.timeout_s)
 
     def _send(self, method: str, path: str, params: dict[str, str] | None, body: Any, timeout: float) -> Answer:
-        if params:
-            path = f"{path}?{urlencode(params)}"
-        payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        data = request_bytes(path, payload, self._headers, method, self._host_header)
+        data = self._request(method, path, params, body)
         try:
             response = self._pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=method in IDEMPOTENT)
         except (AnswerTimeout, ExchangeFailed) as exc:
-            raise UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}") from exc
-        except OSError as exc:  # no connection (refused, unroutable, TLS refused): nothing was sent
-            raise PlatformError(503, f"The upstream OpenWhisk at {self.base} is unreachable: {_reason(exc)}") from exc
+            raise self._lost(exc) from exc
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+        return self._answer(response.status, response.body, response.headers.get("x-openwhisk-activation-id"))
+
+    def _request(self, method: str, path: str, params: dict[str, str] | None, body: Any) -> bytes:
+        if params:
+            path = f"{path}?{urlencode(params)}"
+        payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        return request_bytes(path, payload, self._headers, method, self._host_header)
+
+    def _lost(self, exc: Exception) -> UpstreamLost:
+        return UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}")
+
+    def _unreachable(self, exc: Exception) -> PlatformError:
+        """No connection (refused, unroutable, TLS refused): nothing was sent."""
+        return PlatformError(503, f"The upstream OpenWhisk at {self.base} is unreachable: {_reason(exc)}")
+
+    def _answer(self, status: int, body: bytes, activation_id: str | None) -> Answer:
         try:
-            parsed = json.loads(response.body)
+            parsed = json.loads(body)
         except ValueError:
             parsed = None
-        answer = Answer(response.status, parsed, response.headers.get("x-openwhisk-activation-id"))
+        answer = Answer(status, parsed, activation_id)
         if answer.status in (401, 403):
             raise PlatformError(502, f"The upstream OpenWhisk at {self.base} refused owx's key ({answer.status}): "
                                      "check --upstream-auth (OWX_UPSTREAM__AUTH).")
@@ -159,6 +192,14 @@ class UpstreamClient:
             sock.close()
             raise
 
+    async def _connect_async(self) -> AnswerReader:
+        loop = asyncio.get_running_loop()
+        _, reader = await asyncio.wait_for(  # uvloop sets TCP_NODELAY itself
+            loop.create_connection(AnswerReader, self._host, self._port, ssl=self._tls,
+                                   server_hostname=self._host if self._tls is not None else None),
+            self.settings.timeout_s)
+        return reader
+
     def _expect(self, answer: Answer, what: str) -> Answer:
         if 200 <= answer.status < 300:
             return answer
@@ -167,6 +208,8 @@ class UpstreamClient:
 
     def close(self) -> None:
         self._pool.close()
+        if self._loop_pool is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._loop_pool.close)
 
 
 def _tls_context(insecure: bool) -> ssl.SSLContext:

@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
+from owx.common.eventloop import run_on_thread
 from owx.platform.interface import ContainerListener, Platform, PlatformError
 from owx.platform.ledger import MemoryLedger
 from owx.platform.openwhisk.client import Answer, UpstreamClient, backoff
@@ -73,14 +74,23 @@ class OpenWhiskPlatform(Platform):
         if request.reservation:  # a new container's memory is the upstream invokers' business
             self.ledger.release(request.reservation)
         target = self._deploy(spec)
-        body = self._input(target, request.value, {**_reserved(request), "report_memory": True})
-        answer = self._invoke(spec, target, body)
-        if answer.status == 202 or (answer.activation_id and not is_record(answer.body)):
-            return self._await(answer.activation_id or _id(answer), spec)
-        if is_record(answer.body):
-            return outcome_of(answer.body)
-        raise PlatformError(502, f"The upstream OpenWhisk answered the invocation with {answer.status}: "
-                                 f"{answer.body!r:.300}")
+        answer = self._invoke(spec, target, self._run_input(target, request))
+        pending = _pending(answer)
+        return self._await(pending, spec) if pending is not None else _recorded(answer)
+
+    async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
+        """:meth:`run` from the gateway's event loop, without a thread, once ``spec``'s revision is
+        deployed upstream (None before: its first run deploys it on a thread). An invocation the
+        upstream stopped waiting for is polled on a thread, as one it lost (404) is deployed again."""
+        target = upstream_name(self.settings.prefix, spec)
+        if request.reservation or target.path not in self._deployed:
+            return None
+        answer = await self.client.invoke_async(target.path, self._run_input(target, request), _wait_s(spec))
+        if _deleted(answer):
+            self._forget_deployment(target)
+            return await run_on_thread(None, self.run, spec, request)
+        pending = _pending(answer)
+        return await run_on_thread(None, self._await, pending, spec) if pending is not None else _recorded(answer)
 
     def nodes(self) -> list[NodeInfo]:
         return [NodeInfo(NODE, True, self.settings.user_memory_mb * MB, None, self.name)]
@@ -149,16 +159,22 @@ class OpenWhiskPlatform(Platform):
         own = {key: item for key, item in value.items() if key not in (RESERVED, OPTIONS_KEY_ENV)}
         return {**own, RESERVED: {**options, "key": self._options_key(target)}}
 
+    def _run_input(self, target: UpstreamName, request: RunRequest) -> dict[str, Any]:
+        return self._input(target, request.value, {**_reserved(request), "report_memory": True})
+
     def _invoke(self, spec: ActionSpec, target: UpstreamName, body: dict[str, Any]) -> Answer:
-        wait_s = min(BLOCKING_WAIT_S, spec.timeout_ms / 1000) + RESULT_GRACE_S
-        answer = self.client.invoke(target.path, body, blocking=True, wait_s=wait_s)
-        if answer.status == 404 and not is_record(answer.body):  # deleted upstream behind owx's back
-            with self._lock:
-                self._deployed.discard(target.path)
-                self._packages.discard(target.package)
+        answer = self.client.invoke(target.path, body, blocking=True, wait_s=_wait_s(spec))
+        if _deleted(answer):
+            self._forget_deployment(target)
             self._deploy(spec)
-            answer = self.client.invoke(target.path, body, blocking=True, wait_s=wait_s)
+            answer = self.client.invoke(target.path, body, blocking=True, wait_s=_wait_s(spec))
         return answer
+
+    def _forget_deployment(self, target: UpstreamName) -> None:
+        """``target`` was deleted upstream behind owx's back: its next use deploys it again."""
+        with self._lock:
+            self._deployed.discard(target.path)
+            self._packages.discard(target.package)
 
     def _await(self, activation_id: str, spec: ActionSpec) -> RunOutcome:
         """Poll for the record of an activation the upstream stopped waiting for."""
@@ -215,6 +231,32 @@ def _action_body(spec: ActionSpec, options_key: str) -> dict[str, Any]:
 def _reserved(request: RunRequest) -> dict[str, Any]:
     """What the runtime turns into ``__OW_*`` variables (OpenWhisk would otherwise give its own)."""
     return {key: value for key, value in request.payload().items() if key != "value"}
+
+
+def _wait_s(spec: ActionSpec) -> float:
+    """How long to wait for the answer to a blocking invoke of ``spec``."""
+    return min(BLOCKING_WAIT_S, spec.timeout_ms / 1000) + RESULT_GRACE_S
+
+
+def _deleted(answer: Answer) -> bool:
+    """Whether the upstream no longer has the action invoked (deleted behind owx's back)."""
+    return answer.status == 404 and not is_record(answer.body)
+
+
+def _pending(answer: Answer) -> str | None:
+    """The id of the activation, if the upstream answered before its record was made (a 202)."""
+    activation_id = answer.activation_id or _id(answer)
+    if answer.status == 202 or (activation_id and not is_record(answer.body)):
+        return activation_id
+    return None
+
+
+def _recorded(answer: Answer) -> RunOutcome:
+    """The outcome of an invocation the upstream answered with its record."""
+    if is_record(answer.body):
+        return outcome_of(answer.body)
+    raise PlatformError(502, f"The upstream OpenWhisk answered the invocation with {answer.status}: "
+                             f"{answer.body!r:.300}")
 
 
 def _id(answer: Answer) -> str:
