@@ -131,6 +131,8 @@ class HttpConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._transport is not None and len(self._queue) < MAX_QUEUED:
+            self._transport.resume_reading()  # paused while the client did not read (see _next)
         if not self._busy:
             self._next()
 
