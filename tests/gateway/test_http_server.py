@@ -20,7 +20,7 @@ LIMITS = Limits(max_head_bytes=4096, max_body_bytes=1000, idle_timeout_s=1.0)
 
 async def _handler(request: Request) -> Response:
     """Echo the request; ``/slow/<ms>`` answers after that long, ``/boom`` fails, ``/split`` tries to
-    put a line break into a header."""
+    put a line break into a header, ``/big/<n>`` answers n bytes."""
     path = request.raw_path.decode()
     if path.startswith("/slow/"):
         await asyncio.sleep(int(path.rsplit("/", 1)[1]) / 1000)
@@ -28,6 +28,8 @@ async def _handler(request: Request) -> Response:
         raise RuntimeError("a handler's bug")
     if path == "/split":
         return Response(200, b"{}", [("X-Evil", "a\r\nSet-Cookie: stolen=1")])
+    if path.startswith("/big/"):
+        return Response(200, b"x" * int(path.rsplit("/", 1)[1]), [])
     return json_response({"method": request.method, "path": path, "query": request.query.decode(),
                           "body": request.body.decode(), "auth": request.header(b"authorization")})
 
@@ -203,3 +205,25 @@ def test_a_client_that_never_reads_its_answers_is_cut_off_after_the_idle_time(se
             while time.monotonic() - started < LIMITS.idle_timeout_s + 30:
                 sock.sendall(_post("/n", b'{"pad": "' + b"x" * 900 + b'"}'))  # answers it never reads
         assert time.monotonic() - started < LIMITS.idle_timeout_s + 5
+
+
+def test_a_client_that_reads_a_large_answer_late_is_served_on(server) -> None:
+    """A client that lets a large answer back up (reading it later, within the idle time) then sends its
+    next request on the same connection gets that answer too: reading resumes with writing."""
+    size = 16 * 1024 * 1024
+    with _connect(server) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sock.settimeout(5)
+        sock.sendall(b"GET /big/%d HTTP/1.1\r\nHost: t\r\n\r\n" % size)
+        time.sleep(LIMITS.idle_timeout_s / 2)  # the answer backs up: the server stops writing
+        received = 0
+        while received < size:  # head and body
+            chunk = sock.recv(1 << 20)
+            assert chunk
+            received += len(chunk)
+        sock.sendall(b"GET /again HTTP/1.1\r\nHost: t\r\n\r\n")
+        answer = sock.recv(65536)
+        while b'"/again"' not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, "the connection closed instead of answering"
+            answer += chunk
