@@ -206,9 +206,11 @@ class HttpConnection(asyncio.Protocol):
     # -- answering ------------------------------------------------------------------------------
     def _next(self) -> None:
         """Handle the oldest queued request (the caller made sure none is being handled)."""
-        if self._write_paused:  # the client does not read: take nothing more from it, and cut it off
-            if self._transport is not None:  # like one that stops sending (the next requests do not
-                self._transport.pause_reading()  # put that off)
+        if self._write_paused:
+            # the client does not read: take nothing more from it, and cut it off like one that stops
+            # sending (its next requests do not put that off)
+            if self._transport is not None:
+                self._transport.pause_reading()
             if self._idle is None:
                 self._arm_idle()
             return

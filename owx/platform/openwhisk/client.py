@@ -126,8 +126,7 @@ class UpstreamClient:
         if self._loop_pool is None:
             self._loop = asyncio.get_running_loop()
             self._loop_pool = AsyncKeepAlivePool(self._connect_async, POOL_SIZE)
-        data = self._request("POST", f"{self._prefix}{API}/{self.namespace}/actions/{quote(path)}",
-                             {"blocking": "true"}, body)
+        data = self._request("POST", self._path(f"/actions/{quote(path)}"), {"blocking": "true"}, body)
         try:
             response = await self._loop_pool.request(data, wait_s, MAX_ANSWER_BYTES)
         except (AnswerTimeout, ExchangeFailed) as exc:
@@ -142,8 +141,10 @@ class UpstreamClient:
     # -- transport -------------------------------------------------------------------------------
     def call(self, method: str, route: str, params: dict[str, str] | None = None, body: Any = None,
              timeout: float | None = None) -> Answer:
-        path = f"{self._prefix}{API}/{self.namespace}{route}"
-        return self._send(method, path, params, body, timeout or self.settings.timeout_s)
+        return self._send(method, self._path(route), params, body, timeout or self.settings.timeout_s)
+
+    def _path(self, route: str) -> str:
+        return f"{self._prefix}{API}/{self.namespace}{route}"
 
     def _send(self, method: str, path: str, params: dict[str, str] | None, body: Any, timeout: float) -> Answer:
         data = self._request(method, path, params, body)
