@@ -101,14 +101,15 @@ Connect = Callable[[], Awaitable[AnswerReader]]  # a new connection; raises OSEr
 
 
 class AsyncKeepAlivePool:
-    """Idle connections to one server; each request takes one or opens one. Made on its loop; the
-    loop polls while an answer is awaited if it busy-polls (:class:`~owx.common.eventloop.BusyPoll`)."""
+    """Idle connections to one server; each request takes one or opens one. Made on its loop; with
+    ``answers_soon`` the loop polls while an answer is awaited if it busy-polls
+    (:class:`~owx.common.eventloop.BusyPoll`): for a server that answers within the poll's budget."""
 
-    def __init__(self, connect: Connect, max_idle: int = 128) -> None:
+    def __init__(self, connect: Connect, max_idle: int = 128, answers_soon: bool = True) -> None:
         self._connect = connect
         self._max_idle = max_idle
         self._idle: list[AnswerReader] = []
-        self._poll = BusyPoll.of(asyncio.get_running_loop())
+        self._poll = BusyPoll.of(asyncio.get_running_loop()) if answers_soon else None
 
     async def request(self, data: bytes, timeout: float, max_body: int | None = None,
                       retry_on_new: bool = False) -> HttpAnswer:

@@ -46,6 +46,7 @@ import threading
 
 from .action_loader import ActionLoadError, UndecodableCode, load_action, print_traceback
 from .activation_env import activation_env, install, ow_env
+from .memory_peak import MemoryPeak
 
 TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need it
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class ActionProxy:
         self._action: Action | None = None
         self._options_key: str | None = None
         self._init_lock = threading.Lock()
+        self._memory_peak = MemoryPeak()
         install()
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
@@ -114,43 +116,31 @@ class ActionProxy:
     def run(self, body: bytes) -> tuple[int, bytes]:
         """``POST /run``: call the action with ``value`` and the ``__OW_*`` environment.
 
-        Whatever the outcome, the sentinel follows, so a log reader never waits in vain.
+        Whatever the outcome, the sentinel follows, so a log reader never waits in vain; a memory
+        report that was asked for goes just before it, in the same write.
         """
+        report = False
         try:
-            return self._run(body)
+            try:
+                message = _parse_object(body)
+            except BadRequest as error:
+                return _error(400, str(error))
+            value = message.get("value")
+            if value is None:
+                value = {}
+            if not isinstance(value, (dict, list)):
+                return _error(400, NOT_AN_ARGUMENT)
+            options = self._options(value.pop(RESERVED, None) if isinstance(value, dict) else None)
+            if options.get("keep_warm"):
+                return 200, b'{"warm":true}'
+            message.update((key, item) for key, item in options.items() if key in RESERVED_FIELDS)
+            action = self._action
+            if action is None:
+                return _error(500, "no action defined yet")
+            report = bool(options.get("report_memory"))
+            return _call(action, value, message)
         finally:
-            _end_activation()
-
-    def _run(self, body: bytes) -> tuple[int, bytes]:
-        try:
-            message = _parse_object(body)
-        except BadRequest as error:
-            return _error(400, str(error))
-        value = message.get("value")
-        if value is None:
-            value = {}
-        if not isinstance(value, (dict, list)):
-            return _error(400, NOT_AN_ARGUMENT)
-        options = self._options(value.pop(RESERVED, None) if isinstance(value, dict) else None)
-        if options.get("keep_warm"):
-            return 200, b'{"warm":true}'
-        message.update((key, item) for key, item in options.items() if key in RESERVED_FIELDS)
-        action = self._action
-        if action is None:
-            return _error(500, "no action defined yet")
-        try:
-            with activation_env(ow_env(message)):
-                result = action(value)
-            if not isinstance(result, (dict, list)):
-                return _error(502, NOT_A_RESULT)
-            return 200, _encode(result)  # inside the try: an unserialisable result is the action's error
-        except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the action is its result
-            print_traceback()
-            return _error(502, f"{type(error).__name__}: {error}")
-        finally:
-            if options.get("report_memory"):
-                print(MEMORY_REPORT_PREFIX + str(memory_peak()), file=sys.stderr)
-
+            _end_activation(MEMORY_REPORT_PREFIX + str(self._memory_peak.read()) if report else None)
 
     def _options(self, options: Any) -> dict[str, Any]:
         """``options`` if the gateway that deployed this container wrote them, else none."""
@@ -159,28 +149,16 @@ class ActionProxy:
         return options if hmac.compare_digest(options["key"].encode(), self._options_key.encode()) else {}
 
 
-def memory_peak() -> int:
-    """The peak memory of this runtime's container: its memory cgroup's high-water mark (v1 or v2),
-    else the peak resident size of this process and its children."""
-    for line in _read("/proc/self/cgroup").splitlines():
-        _, controllers, path = line.split(":", 2)
-        for directory, name in ((f"/sys/fs/cgroup/memory{path}", "memory.max_usage_in_bytes"),
-                                ("/sys/fs/cgroup/memory", "memory.max_usage_in_bytes"),
-                                (f"/sys/fs/cgroup{path}", "memory.peak"), ("/sys/fs/cgroup", "memory.peak")):
-            if ("memory" in controllers.split(",") or controllers == "") and _read(f"{directory}/{name}").strip():
-                return int(_read(f"{directory}/{name}"))
-    import resource
-
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (own.ru_maxrss + children.ru_maxrss) * 1024
-
-
-def _read(path: str) -> str:
+def _call(action: Action, value: dict[str, Any] | list[Any], message: dict[str, Any]) -> tuple[int, bytes]:
     try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
+        with activation_env(ow_env(message)):
+            result = action(value)
+        if not isinstance(result, (dict, list)):
+            return _error(502, NOT_A_RESULT)
+        return 200, _encode(result)  # inside the try: an unserialisable result is the action's error
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the action is its result
+        print_traceback()
+        return _error(502, f"{type(error).__name__}: {error}")
 
 
 def _parse_object(body: bytes) -> dict[str, Any]:
@@ -217,8 +195,9 @@ def _encode(answer: Any) -> bytes:
     return json.dumps(answer, ensure_ascii=False).encode("utf-8")
 
 
-def _end_activation() -> None:
+def _end_activation(report: str | None = None) -> None:
+    """The sentinel on both streams, ``report`` on stderr before it (one write: one wake-up of the reader)."""
     sys.stdout.write(SENTINEL + "\n")
     sys.stdout.flush()
-    sys.stderr.write(SENTINEL + "\n")
+    sys.stderr.write(SENTINEL + "\n" if report is None else f"{report}\n{SENTINEL}\n")
     sys.stderr.flush()

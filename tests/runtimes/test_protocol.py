@@ -9,10 +9,15 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
+
+from owx.common.cgroups import Cgroup
+from owx.runtimes.protocol import MEMORY_REPORT_PREFIX
 
 from .processes import SENTINEL, RuntimeProcess, free_port, zip_action
 
+MIB = 1 << 20
 ECHO = "def main(args):\n    return {'echo': args}\n"
 
 
@@ -125,6 +130,32 @@ def test_owx_options_count_only_with_the_key_given_at_init(runtime: RuntimeProce
     genuine = runtime.run({"x": 1, "__owx": {"activation_id": "b" * 32, "key": "s3cret"}}, activation_id="a" * 32)
     assert genuine.json() == {"args": {"x": 1}, "id": "b" * 32, "key": None}
     assert runtime.run({"__owx": {"keep_warm": True, "key": "s3cret"}}).json() == {"warm": True}
+
+
+def test_a_memory_report_is_read_fresh_and_written_only_for_the_deploying_gateway(runtime: RuntimeProcess) -> None:
+    """``report_memory`` with the init key puts the container's peak memory (its cgroup's high-water mark,
+    read anew each time) on stderr as the activation's last line before the sentinel; a forged key gets none."""
+    group = Cgroup(f"owx-test-runtime/{uuid.uuid4().hex[:8]}").create()
+    try:
+        group.add(runtime.process.pid)
+        code = "def main(args):\n    block = b'x' * (args['mb'] << 20)\n    return {'mb': len(block) >> 20}\n"
+        assert runtime.init(code, env={"__OWX_OPTIONS_KEY": "s3cret"}).status_code == 200
+        for mb, key in ((1, "guess"), (1, "s3cret"), (64, "s3cret")):
+            run = runtime.run({"mb": mb, "__owx": {"report_memory": True, "key": key}})
+            assert run.json() == {"mb": mb}
+        peak_now = group.memory_peak()
+    finally:
+        group.destroy()
+        Cgroup("owx-test-runtime").remove_if_empty()
+    forged, small, large, _ = runtime.stderr().split(SENTINEL + "\n")
+    assert MEMORY_REPORT_PREFIX not in forged
+    reports = []
+    for segment in (small, large):
+        *_, last = segment.splitlines()
+        assert last.startswith(MEMORY_REPORT_PREFIX) and segment.count(MEMORY_REPORT_PREFIX) == 1
+        reports.append(int(last.removeprefix(MEMORY_REPORT_PREFIX)))
+    assert reports[1] - reports[0] >= 60 * MIB  # the 64 MiB block, not a figure kept from the first read
+    assert abs(peak_now - reports[1]) < 8 * MIB
 
 
 def test_owx_options_without_a_key_at_init_count_for_nothing(runtime: RuntimeProcess) -> None:

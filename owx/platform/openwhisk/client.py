@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import socket
 import ssl
 import time
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from owx.common import jsonvalues
 from owx.common.async_http import AnswerReader, AsyncKeepAlivePool
 from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
 from owx.platform.interface import PlatformError
@@ -125,7 +125,9 @@ class UpstreamClient:
         The same answers and errors, but the activation id is left to the body (headers are not kept)."""
         if self._loop_pool is None:
             self._loop = asyncio.get_running_loop()
-            self._loop_pool = AsyncKeepAlivePool(self._connect_async, POOL_SIZE)
+            # no busy poll: an upstream answers in milliseconds, and polling for it only takes a core
+            # from the loop's other work (and, on a shared machine, from the upstream)
+            self._loop_pool = AsyncKeepAlivePool(self._connect_async, POOL_SIZE, answers_soon=False)
         data = self._request("POST", self._path(f"/actions/{quote(path)}"), {"blocking": "true"}, body)
         try:
             response = await self._loop_pool.request(data, wait_s, MAX_ANSWER_BYTES)
@@ -159,7 +161,7 @@ class UpstreamClient:
     def _request(self, method: str, path: str, params: dict[str, str] | None, body: Any) -> bytes:
         if params:
             path = f"{path}?{urlencode(params)}"
-        payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        payload = b"" if body is None else jsonvalues.dumps(body)
         return request_bytes(path, payload, self._headers, method, self._host_header)
 
     def _lost(self, exc: Exception) -> UpstreamLost:
@@ -171,8 +173,8 @@ class UpstreamClient:
 
     def _answer(self, status: int, body: bytes, activation_id: str | None) -> Answer:
         try:
-            parsed = json.loads(body)
-        except ValueError:
+            parsed = jsonvalues.loads(body)
+        except jsonvalues.InvalidJson:
             parsed = None
         answer = Answer(status, parsed, activation_id)
         if answer.status in (401, 403):
