@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 import time
 import tracemalloc
+from datetime import UTC, datetime
 
 from owx.common.cgroups import UNLIMITED
 from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
 from owx.platform.embedded.logs import MISSING_LOGS_MESSAGE, SENTINEL, LogCollector
-from owx.platform.loglines import cost
+from owx.platform.loglines import cost, timestamp
 from owx.platform.types import LOG_TRUNCATED_MESSAGE
 
 END = (SENTINEL + "\n").encode()
@@ -63,6 +64,26 @@ def test_truncation_message_and_bounded_buffer():
     logs.feed("stderr", END)
     truncated = "stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=limit)
     assert text(logs.collect(0.1)) == ["stdout: 12345", "stdout: 67890", truncated]
+
+
+def test_two_streams_within_the_limit_each_are_cut_together():
+    """The limit holds for the activation: stdout and stderr that each fit but together do not are cut
+    after the lines that arrived first."""
+    limit = 2 * cost("2026-01-01T00:00:00.000000Z stdout: 12345")
+    logs = LogCollector(limit_bytes=limit)
+    logs.feed("stdout", b"12345\n")
+    logs.feed("stderr", b"errr1\n")
+    logs.feed("stdout", b"67890\n" + END)
+    logs.feed("stderr", b"errr2\n" + END)
+    truncated = "stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=limit)
+    assert text(logs.collect(0.1)) == ["stdout: 12345", "stderr: errr1", truncated]
+
+
+def test_log_timestamps_keep_openwhisks_format_across_seconds():
+    """Stamps reuse the text of the current second: they still match datetime's own formatting and
+    rounding going forward, back, and when the microseconds round up into the next second."""
+    for epoch in (1795893913.2359995, 1795893913.9999996, 1795893914.0, 1795893912.5, 0.0, 1e9 + 0.9999995):
+        assert timestamp(epoch) == datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def test_empty_lines_count_against_the_limit():

@@ -230,8 +230,12 @@ class _Prefix:
 
 
 def _format(segments: list[_Segment], limit: int, complete: bool) -> list[str]:
-    merged = list(heapq.merge(*(seg.lines for seg in segments), key=lambda line: line[:_STAMP]))
-    out = loglines.within(merged, limit)
+    """The taken segments' lines merged by arrival, within ``limit``, with what is missing said at the end
+    (the segments' own lists may be reused: they were taken)."""
+    printed = [seg.lines for seg in segments if seg.lines]
+    merged = printed[0] if len(printed) == 1 else list(heapq.merge(*printed, key=lambda line: line[:_STAMP]))
+    # the lines' costs were counted as they came: only output over the limit is counted again, to cut it
+    out = merged if sum(seg.size for seg in segments) <= limit else loglines.within(merged, limit)
     if len(out) == len(merged) and any(seg.truncated for seg in segments):
         out.append(loglines.truncated(limit))
     elif len(out) == len(merged) and not complete:
