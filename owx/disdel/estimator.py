@@ -154,9 +154,8 @@ class MemoryEstimator:
             model_state=profile.weights_bytes if evaluates else 0,  # evaluation: weights, no gradients or slots
             activations=self._activations(profile, min(eval_batch, eval_samples)) if evaluates else 0,
             data=int(c.data_factor * eval_samples * sample_bytes) if evaluates else 0,
-            # the inputs, the average, per-tensor float64 sums; a job averaging with momentum sends the
-            # optimizer state with the weights (one averaging weights only overestimates by that much)
-            inputs=(fan_in + 2) * profile.snapshot_bytes * (2 if warm else 1),
+            # the inputs, the average, per-tensor float64 sums
+            inputs=(fan_in + 2) * profile.weights_bytes * (2 if warm else 1),
             safety=c.safety,
         )
 

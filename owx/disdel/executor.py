@@ -40,15 +40,7 @@ from owx.disdel.gateway import Gateway
 from owx.disdel.history import FailureRecord, HistoryRecord, HistoryStore
 from owx.disdel.job import JobRequest
 from owx.disdel.action_bounds import ActionBounds
-from owx.disdel.messages import (
-    AggregateInput,
-    AggregateParams,
-    AggregateResult,
-    BlockMomentum,
-    ModelRef,
-    TrainParams,
-    TrainResult,
-)
+from owx.disdel.messages import AggregateInput, AggregateParams, AggregateResult, ModelRef, TrainParams, TrainResult
 from owx.disdel.model_profile import profile_model
 from owx.disdel.planner import Plan, PlanError, PlanInputs, Planner
 from owx.disdel.settings import DisdelSettings
@@ -170,8 +162,7 @@ class JobRunner:
         ref = stage(job.model, info.shape, info.classes, self.paths.dir, job.learning_rate, job.seed)
         model = load_model(ref)
         check_input(model, info.shape, job.model_label)
-        weight_files.save(self.paths.weights / "init.npz", model.get_weights(),
-                          trainable=[bool(w.trainable) for w in model.weights])
+        weight_files.save(self.paths.weights / "init.npz", model.get_weights())
         profile = profile_model(model)
         del model
         inputs = PlanInputs(job, info, profile, held_out, self.history.get(job.signature()))
@@ -208,8 +199,7 @@ class JobRunner:
                     pass
 
     def _rounds(self, plan: Plan, ref: ModelRef, started: float, prepared: float) -> JobResult:
-        starts = [str(self.paths.weights / "init.npz")]  # each round's start model
-        start: str | list[AggregateInput] = starts[0]
+        start: str | list[AggregateInput] = str(self.paths.weights / "init.npz")
         offset, round_losses = 0, []
         top: AggregateResult | None = None
         last_train: list[TrainResult] = []
@@ -218,16 +208,14 @@ class JobRunner:
             with self._lock:
                 self.state.round = number
             last_round = number == len(plan.rounds) - 1
-            top, last_train = self._round(plan, ref, number, epochs, offset, start, starts,
+            top, last_train = self._round(plan, ref, number, epochs, offset, start,
                                           max(1, cpus // plan.concurrent), cpus, last_round)
             round_losses.append(_mean_loss(last_train))
             offset += max(len(t.losses) for t in last_train)
             if top is None:  # averaged by the next round's training actions
                 start = [AggregateInput(weights=t.weights, samples=t.samples) for t in last_train]
-                starts.append(str(self.paths.weights / f"r{number + 1}-start.npz"))
                 continue
             start = top.weights
-            starts.append(top.weights)
             if top.model_path is not None:
                 break
         assert top is not None
@@ -247,25 +235,18 @@ class JobRunner:
             round_train_losses=round_losses,
         )
 
-    def _momentum(self, plan: Plan, starts: list[str]) -> BlockMomentum | None:
-        """The block momentum for the start of the round after the one that started from ``starts[-1]``
-        (none after the first round: there is no global step yet)."""
-        if self.job.aggregation != "momentum" or len(starts) < 2:
-            return None
-        return BlockMomentum(current=starts[-1], previous=starts[-2], factor=1 - 1 / plan.actions)
-
     def _converged(self, results: list[TrainResult]) -> bool:
         target = self.job.target_loss
         return target > 0 and all(r.loss <= target for r in results)
 
     def _round(self, plan: Plan, ref: ModelRef, number: int, epochs: int, offset: int,
-               start: str | list[AggregateInput], starts: list[str], threads: int, agg_threads: int,
+               start: str | list[AggregateInput], threads: int, agg_threads: int,
                last_round: bool) -> tuple[AggregateResult | None, list[TrainResult]]:
         """One round's training and, unless the next round's trainers average, its aggregation (None then)."""
         nodes = plan.actions + sum(len(level) for level in plan.tree)
         with ThreadPoolExecutor(max_workers=nodes, thread_name_prefix=f"disdel-{self.job_id}") as pool:
             trainers: list[Future[TrainResult]] = [
-                pool.submit(self._train, plan, ref, number, index, epochs, offset, start, starts, threads)
+                pool.submit(self._train, plan, ref, number, index, epochs, offset, start, threads)
                 for index in range(plan.actions)
             ]
             if plan.averages_in_trainers and not last_round:
@@ -276,22 +257,18 @@ class JobRunner:
             for level, groups in enumerate(plan.tree, start=1):
                 is_top = level == plan.levels
                 below = [pool.submit(self._aggregate, ref, number, level, group, [below[i] for i in members],
-                                     trainers if is_top else None, last_round, agg_threads,
-                                     self._momentum(plan, starts) if is_top else None)
+                                     trainers if is_top else None, last_round, agg_threads)
                          for group, members in enumerate(groups)]
             top = below[0].result()
             return top, [t.result() for t in trainers]
 
     def _train(self, plan: Plan, ref: ModelRef, number: int, index: int, epochs: int, offset: int,
-               start: str | list[AggregateInput], starts: list[str], threads: int) -> TrainResult:
+               start: str | list[AggregateInput], threads: int) -> TrainResult:
         key = f"t{index}"
-        averages = not isinstance(start, str)
         params = TrainParams(
             key=f"r{number}-{key}", job_id=self.job_id, model=ref, shard=str(self.paths.dir / f"shard-{index}.npz"),
-            init_weights=None if averages else start, init_average=start if averages else [],
-            momentum=self._momentum(plan, starts[:number]) if averages else None,
-            save_start=starts[number] if averages else None, optimizer_state=self.job.aggregation == "momentum",
-            out_weights=str(self.paths.weights / f"r{number}-{key}.npz"),
+            init_weights=start if isinstance(start, str) else None,
+            init_average=[] if isinstance(start, str) else start, out_weights=str(self.paths.weights / f"r{number}-{key}.npz"),
             progress=str(self.paths.progress(key)), epochs=epochs, epoch_offset=offset,
             batch_size=self.job.batch_size, target_loss=self.job.target_loss, threads=threads,
             checkpoint_store=self.paths.checkpoint_store,
@@ -303,8 +280,7 @@ class JobRunner:
         return result
 
     def _aggregate(self, ref: ModelRef, number: int, level: int, group: int, children: list[Future[Any]],
-                   trainers: list[Future[TrainResult]] | None, last_round: bool, threads: int,
-                   momentum: BlockMomentum | None) -> AggregateResult:
+                   trainers: list[Future[TrainResult]] | None, last_round: bool, threads: int) -> AggregateResult:
         inputs = [child.result() for child in children]
         key = f"a{level}.{group}"
         final = trainers is not None and (last_round or self._converged([t.result() for t in trainers]))
@@ -317,7 +293,6 @@ class JobRunner:
             batch_size=self.job.batch_size,
             save_model=str(self.paths.model_file) if final else None,
             threads=threads,
-            momentum=None if final else momentum,  # the job's model is where the last round's models arrived
         )
         on_trainer = final and self.state.plan is not None and self.state.plan.final_on_trainer
         result = AggregateResult.model_validate(self._call("aggregate", key, number, params.model_dump(mode="json"),

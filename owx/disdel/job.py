@@ -168,10 +168,6 @@ class JobRequest(BaseModel):
     learning_rate: float = Field(1e-3, gt=0, le=10)
     seed: int = 0
     actions: int | None = Field(None, ge=2, le=256, description="force c_d instead of planning it")
-    aggregation: Literal["momentum", "average"] = Field(
-        "momentum", description="between rounds: 'momentum' averages the models and their optimizer state, and adds "
-        "block momentum 1 - 1/c_d to the average (messages.BlockMomentum); 'average' averages the weights only, "
-        "and every round starts a fresh optimizer")
 
     @field_validator("model", mode="before")
     @classmethod

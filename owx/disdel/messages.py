@@ -48,21 +48,6 @@ class AggregateInput(_Message):
     samples: int = Field(ge=1)
 
 
-class BlockMomentum(_Message):
-    """Blockwise model-update filtering (Chen and Huo, ICASSP 2016) between rounds.
-
-    The next global model is the round's average plus ``factor`` × the last global step,
-    ``current`` − ``previous`` (the start models of this round and of the one before).
-    Averaging K models moves the global model about as far as one of them moved, a K-th of
-    what one process would move over the same data; with factor 1 − 1/K, the steps add up
-    to about K times that once they repeat.
-    """
-
-    current: str
-    previous: str
-    factor: float = Field(gt=0, lt=1)
-
-
 class TrainParams(_Message):
     """One training action: ``epochs`` epochs on one shard, starting from ``init_weights``."""
 
@@ -74,11 +59,6 @@ class TrainParams(_Message):
     init_average: list[AggregateInput] = Field(
         default_factory=list, description="start from these models' weighted average instead of init_weights "
         "(the previous round's outputs, averaged here rather than by a separate aggregation action)")
-    momentum: BlockMomentum | None = Field(None, description="added to the average of init_average")
-    save_start: str | None = Field(None, description="also write the start model computed from init_average here "
-                                   "(every trainer of a round computes the same one)")
-    optimizer_state: bool = Field(False, description="start from the optimizer state saved with the start model "
-                                  "(a fresh one when it has none) and save it with the output weights")
     out_weights: str
     progress: str = Field(description="file rewritten after every epoch (epoch, loss)")
     epochs: int = Field(ge=1)
@@ -133,7 +113,6 @@ class AggregateParams(_Message):
     batch_size: int = Field(256, ge=1, description="evaluation batch size")
     save_model: str | None = None
     threads: int = Field(0, ge=0)
-    momentum: BlockMomentum | None = Field(None, description="added to the average (the top aggregator's)")
 
 
 class AggregateResult(_Message):

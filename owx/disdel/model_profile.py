@@ -42,19 +42,12 @@ class ModelProfile(BaseModel):
 
     name: str
     params: int
-    weights_bytes: int = Field(description="every weight in its variable dtype")
-    optimizer_bytes: int = Field(0, description="the optimizer's per-weight variables (moments etc.)")
+    weights_bytes: int = Field(description="every weight in its variable dtype (what an aggregator holds per model)")
     state_bytes: int = Field(description="weights + gradients + optimizer slots + compute copies, embeddings excluded")
     embedding_state_bytes: int = Field(0, description="the same for embedding tables")
     activation_bytes: dict[ActivationKind, int] = Field(description="bytes kept for backprop per sample, by kind")
     layers: int
     optimizer: str = ""
-
-    @property
-    def snapshot_bytes(self) -> int:
-        """What an aggregator holds per model: the weights and the optimizer state that travels with
-        them between rounds."""
-        return self.weights_bytes + self.optimizer_bytes
 
     @property
     def activations_per_sample(self) -> int:
@@ -139,7 +132,6 @@ def profile_model(model: Any) -> ModelProfile:
         name=model.name,
         params=int(model.count_params()),
         weights_bytes=sum(_bytes(w) for w in model.weights),
-        optimizer_bytes=slots,
         state_bytes=int(dense * (2 + slots_per_byte) + frozen + casts),
         embedding_state_bytes=int(embedding * (2 + slots_per_byte)),
         activation_bytes=activations,

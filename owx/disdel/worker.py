@@ -1,8 +1,8 @@
 """What runs inside DiSDeL's actions (or a bare process): training one shard, averaging.
 
 TensorFlow is imported on first use and configured once per process; a warm action
-container keeps its compiled models between rounds and only sets the weights and the
-optimizer's state.  Each epoch ends with a progress file and a canary checkpoint, so a retried
+container keeps its compiled models between rounds and only resets weights and the
+optimizer.  Each epoch ends with a progress file and a canary checkpoint, so a retried
 action resumes from its last completed epoch instead of from scratch.
 """
 
@@ -22,7 +22,6 @@ from owx.disdel import weights as weight_files
 from owx.disdel.messages import (
     AggregateParams,
     AggregateResult,
-    BlockMomentum,
     MemorySample,
     ModelRef,
     TrainParams,
@@ -56,22 +55,11 @@ def _model(ref: ModelRef) -> Any:
     return _MODELS[ref]
 
 
-def _set_optimizer(model: Any, state: list[np.ndarray] | None = None) -> None:
-    """Set the optimizer's variables (step count, moments) to ``state``, or to a fresh
-    optimizer's when there is none or it does not fit, without recompiling the train step.
-    The learning rate stays the model's."""
-    if not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
-    variables = model.optimizer.variables
-    fits = state is not None and [v.shape for v in state] == [tuple(v.shape) for v in variables]
-    for index, variable in enumerate(variables):
+def _reset_optimizer(model: Any) -> None:
+    """A fresh optimizer state (step count, moments) without recompiling the train step."""
+    for variable in model.optimizer.variables:
         if not variable.path.endswith("learning_rate"):
-            variable.assign(state[index] if fits else np.zeros(variable.shape, dtype=variable.dtype))
-
-
-def _snapshot(model: Any, optimizer: bool) -> weight_files.Snapshot:
-    return weight_files.Snapshot(model.get_weights(), [v.numpy() for v in model.optimizer.variables] if optimizer else [],
-                                 [bool(w.trainable) for w in model.weights])
+            variable.assign(np.zeros(variable.shape, dtype=variable.dtype))
 
 
 def release_memory() -> None:
@@ -113,25 +101,14 @@ def _checkpointer(params: TrainParams) -> Any:
     return Checkpointer(f"disdel/{params.job_id}/{params.key}", store)
 
 
-def _start(params: TrainParams) -> weight_files.Snapshot | None:
-    """The model training starts from: ``init_average``'s average (with block momentum, saved at
-    ``save_start`` when asked), ``init_weights``, or None (the model's own seeded weights)."""
+def _start_weights(params: TrainParams) -> list[np.ndarray] | None:
+    """The weights training starts from: the average of ``init_average``, ``init_weights``, or None."""
     if params.init_average:
-        start = _average([item.weights for item in params.init_average], [item.samples for item in params.init_average],
-                         params.momentum)
-        if params.save_start:
-            weight_files.save(params.save_start, *start)
-        return start
-    return weight_files.load_snapshot(params.init_weights) if params.init_weights else None
-
-
-def _average(paths: list[str], samples: list[int], momentum: BlockMomentum | None) -> weight_files.Snapshot:
-    snapshots = [weight_files.load_snapshot(path) for path in paths]
-    averaged = weight_files.average(snapshots, samples)
-    del snapshots
-    if momentum is not None:
-        averaged = weight_files.add_momentum(averaged, momentum.current, momentum.previous, momentum.factor)
-    return averaged
+        models = [weight_files.load(item.weights) for item in params.init_average]
+        averaged = weight_files.weighted_average(models, [item.samples for item in params.init_average])
+        del models
+        return averaged
+    return weight_files.load(params.init_weights) if params.init_weights else None
 
 
 def train(params: TrainParams) -> TrainResult:
@@ -140,18 +117,18 @@ def train(params: TrainParams) -> TrainResult:
     phases = {"start": time.time()}
     with MemorySampler(group) as sampler:
         tf = _tensorflow(params.threads)
-        start = _start(params)  # before the shard: the inputs are not held with it
+        start = _start_weights(params)  # before the shard: the inputs are not held with it
         x, y = _load_shard(params.shard)
         phases["data_loaded"] = time.time()
         model = _model(params.model)
         if start is not None:
-            model.set_weights(start.weights)
-        _set_optimizer(model, start.optimizer if start is not None and params.optimizer_state else None)
-        del start
+            model.set_weights(start)
+            del start
+        _reset_optimizer(model)
         ckpt = _checkpointer(params)
         done, losses = 0, []
         if ckpt is not None and (state := ckpt.restore()) is not None:
-            model.set_weights(state["weights"])  # the optimizer goes on from the round's start state
+            model.set_weights(state["weights"])
             done, losses = int(state["epoch"]), list(state["losses"])
         resumed = done
         phases["model_ready"] = time.time()
@@ -172,7 +149,7 @@ def train(params: TrainParams) -> TrainResult:
             model.fit(x, y, batch_size=params.batch_size, epochs=params.epochs, initial_epoch=done,
                       verbose=0, callbacks=[EpochEnd()])
         phases["fit_done"] = time.time()
-        weight_files.save(params.out_weights, *_snapshot(model, params.optimizer_state))
+        weight_files.save(params.out_weights, model.get_weights())
         if ckpt is not None:
             ckpt.close()
         samples = len(y)
@@ -193,8 +170,7 @@ def train(params: TrainParams) -> TrainResult:
 
 
 def aggregate(params: AggregateParams) -> AggregateResult:
-    """Weighted average of the input models (with block momentum, when given); optionally
-    evaluated and saved as a Keras file.
+    """Weighted average of the input models; optionally evaluated and saved as a Keras file.
 
     All inputs are held in memory at once (as DiSDeL's aggregators do), which is what
     the planner sizes an aggregation action for.
@@ -202,16 +178,18 @@ def aggregate(params: AggregateParams) -> AggregateResult:
     group = own_cgroup()
     phases = {"start": time.time()}
     with MemorySampler(group) as sampler:
+        models = [weight_files.load(item.weights) for item in params.inputs]
         samples = [item.samples for item in params.inputs]
-        averaged = _average([item.weights for item in params.inputs], samples, params.momentum)
+        averaged = weight_files.weighted_average(models, samples)
+        del models
         release_memory()
-        weight_files.save(params.out_weights, *averaged)
+        weight_files.save(params.out_weights, averaged)
         phases["averaged"] = time.time()
         loss = accuracy = model_path = None
         if params.model is not None and (params.evaluate or params.save_model):
             _tensorflow(params.threads)
             model = _model(params.model)
-            model.set_weights(averaged.weights)
+            model.set_weights(averaged)
             if params.evaluate:
                 x, y = _load_shard(params.evaluate)
                 scores = model.evaluate(x, y, batch_size=params.batch_size, verbose=0, return_dict=True)

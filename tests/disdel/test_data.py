@@ -57,22 +57,3 @@ def test_weighted_average_weights_by_samples(tmp_path: Path) -> None:
     assert np.allclose(avg[0], 1.0) and np.allclose(avg[1], 1.5) and avg[0].dtype == np.float32
     with pytest.raises(ValueError, match="shapes differ"):
         weights.weighted_average([a, [np.zeros(2)]], [1, 1])
-
-
-def test_block_momentum_moves_trainable_weights_only_and_the_optimizer_state_is_averaged_when_all_carry_one(
-        tmp_path: Path) -> None:
-    kernel, variance, seed = np.ones((2, 2), np.float32), np.full(3, 0.5, np.float32), np.array([7], np.int64)
-    weights.save(tmp_path / "previous.npz", [kernel, variance, seed], trainable=[True, False, False])
-    weights.save(tmp_path / "current.npz", [3 * kernel, 0.1 * variance, seed + 1], trainable=[True, False, False])
-    with_state = weights.Snapshot([2 * kernel, variance, seed], [np.array(10), np.ones(4)], [True, False, False])
-    other = weights.Snapshot([4 * kernel, variance, seed], [np.array(30), np.zeros(4)], [True, False, False])
-    averaged = weights.average([with_state, other], [1, 1])
-    assert np.allclose(averaged.weights[0], 3.0) and averaged.optimizer[0] == 20 and np.allclose(averaged.optimizer[1], 0.5)
-    assert weights.average([with_state, other._replace(optimizer=[])], [1, 1]).optimizer == []
-    moved = weights.add_momentum(averaged, tmp_path / "current.npz", tmp_path / "previous.npz", 0.75)
-    assert np.allclose(moved.weights[0], 3.0 + 0.75 * 2.0)  # the global step 3 - 1, three quarters of it
-    assert np.array_equal(moved.weights[1], variance) and moved.weights[2] == 7  # statistics and counters stay
-    weights.save(tmp_path / "moved.npz", *moved)
-    again = weights.load_snapshot(tmp_path / "moved.npz")
-    assert again.trainable == [True, False, False] and again.optimizer[0] == 20
-    assert all(np.array_equal(p, q) for p, q in zip(again.weights, moved.weights))

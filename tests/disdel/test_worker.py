@@ -99,38 +99,6 @@ def test_training_can_start_from_the_weighted_average_of_the_last_rounds_models(
     assert all(np.allclose(p, q, atol=1e-6) for p, q in zip(weights.load(run.result["weights"]), expected))
 
 
-def test_between_rounds_the_optimizer_state_travels_with_the_weights_and_the_average_gets_block_momentum(
-        shard: Path) -> None:
-    directory = shard.parent
-    first = train_params(shard, "i", epochs=1, optimizer_state=True)
-    a = run_isolated("train", first, prefix=CGROUP_PREFIX).result["weights"]
-    b = run_isolated("train", {**train_params(shard, "j", epochs=1, optimizer_state=True), "init_weights": a},
-                     prefix=CGROUP_PREFIX).result["weights"]
-    steps = -(-500 // 32)  # a step per batch: Adam's step count is the optimizer's first variable
-    assert weights.load_snapshot(a).optimizer[0] == steps
-    assert weights.load_snapshot(b).optimizer[0] == 2 * steps  # b went on from a's optimizer, not from a fresh one
-    # a round's start: the average of a (100 samples) and b (300), plus half the step from a to b
-    frozen = {**MODEL, "learning_rate": 1e-12}  # one epoch that leaves the starting weights as they were
-    params = train_params(shard, "k", epochs=1, model=frozen, optimizer_state=True,
-                          init_average=[{"weights": a, "samples": 100}, {"weights": b, "samples": 300}],
-                          momentum={"current": b, "previous": a, "factor": 0.5},
-                          save_start=str(directory / "start.npz"))
-    run = run_isolated("train", params, prefix=CGROUP_PREFIX)
-    assert run.ok, run.stderr
-    wa, wb = weights.load(a), weights.load(b)
-    expected = [0.25 * x + 0.75 * y + 0.5 * (y - x) for x, y in zip(wa, wb)]
-    start = weights.load_snapshot(directory / "start.npz")
-    assert all(np.allclose(p, q, atol=1e-6) for p, q in zip(start.weights, expected))
-    assert not all(np.allclose(p, q, atol=1e-6) for p, q in zip(start.weights, weights.weighted_average([wa, wb], [1, 3])))
-    assert start.optimizer[0] == 0.25 * steps + 0.75 * 2 * steps
-    out = weights.load_snapshot(run.result["weights"])
-    assert all(np.allclose(p, q, atol=1e-6) for p, q in zip(out.weights, expected))
-    assert out.optimizer[0] == start.optimizer[0] + steps
-    # without optimizer_state every run starts a fresh optimizer and saves none
-    plain = run_isolated("train", {**train_params(shard, "l", epochs=1), "init_weights": b}, prefix=CGROUP_PREFIX)
-    assert weights.load_snapshot(plain.result["weights"]).optimizer == []
-
-
 def test_bad_parameters_are_an_error_result_not_a_crash(shard: Path) -> None:
     run = run_isolated("train", {"key": "x y", "epochs": 0}, prefix=CGROUP_PREFIX)
     assert run.ok and run.result["error"].startswith("invalid parameters:")

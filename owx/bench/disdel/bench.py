@@ -11,8 +11,6 @@ processes in fresh cgroups, a private gateway (``owx up``, kind python:tensorflo
 2. (normal runs) the same training job in four environments: TF bare process, one action
    with hand-set limits, the paper's retry strategy (256 MB / 60 s, +256 MB per OOM,
    +240 s per time-out) and DiSDeL; time, memory, held-out loss, and a memory-over-time plot.
-   ``--control average`` runs this part only, with the DiSDeL job averaging weights only
-   between rounds (no optimizer state carried, no block momentum).
 """
 
 from __future__ import annotations
@@ -48,16 +46,15 @@ JOB = {
     "epochs": 4,
     "eval_samples": 600,
 }
-ESTIMATOR_CONTROLS = ("fixed", "static", "no-safety", "no-prime")
 
 
 def line(text: str = "") -> None:
     print(text, flush=True)
 
 
-def disdel_run(gateway: Gateway, settings: DisdelSettings, job: dict) -> tuple[EnvRun, object]:
+def disdel_run(gateway: Gateway, settings: DisdelSettings) -> tuple[EnvRun, object]:
     started = time.monotonic()
-    state = sdk.submit(job, gateway=gateway, settings=settings).wait()
+    state = sdk.submit(JOB, gateway=gateway, settings=settings).wait()
     if state.status != "succeeded":
         raise RuntimeError(f"DiSDeL job failed: {state.message}")
     elapsed = time.monotonic() - started
@@ -110,26 +107,23 @@ def estimator_gates(report: Report, work: Path, control: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="owx bench disdel", description=__doc__.splitlines()[0])
-    parser.add_argument("--control", choices=(*ESTIMATOR_CONTROLS, "average"),
+    parser.add_argument("--control", choices=("fixed", "static", "no-safety", "no-prime"),
                         help="score the old fixed-constant estimator, the profile-only one (no measured training), "
-                        "no safety margin, or the fresh pass without priming; or run part 2 only, with a job that "
-                        "averages weights only between rounds")
+                        "no safety margin, or the fresh pass without priming")
     parser.add_argument("--estimates-only", action="store_true", help="skip part 2 (the four environments)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="owx-disdel-bench-"))
     work.chmod(0o755)
-    job = {**JOB, "aggregation": "average"} if args.control == "average" else JOB
-    estimates_only = args.estimates_only or args.control in ESTIMATOR_CONTROLS
     report = Report("disdel", parameters={"table": [r.label for r in TABLE], "epochs per row": 1,
-                                          "job": job, "estimates only": estimates_only}, control=args.control)
+                                          "job": JOB, "estimates only": args.estimates_only or bool(args.control)},
+                    control=args.control)
     try:
         line(f"load average at start: {os.getloadavg()}")
         report.parameters["load average at start"] = os.getloadavg()
-        if args.control != "average":
-            estimator_gates(report, work, args.control)
-        if not estimates_only:
-            environments(report, work, job)
+        estimator_gates(report, work, args.control)
+        if not (args.estimates_only or args.control):
+            environments(report, work)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -138,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     return report.finish()
 
 
-def environments(report: Report, work: Path, job_doc: dict) -> None:
+def environments(report: Report, work: Path) -> None:
     memory_max_mb = 4096
     shared = work / "shared"  # what the actions' sandboxes see of the work directory
     gw = start_gateway(work / "gateway", shared, memory_max_mb=memory_max_mb, timeout_max_ms=900_000, pool_mb=8192)
@@ -146,7 +140,7 @@ def environments(report: Report, work: Path, job_doc: dict) -> None:
         gateway = Gateway.connect(gw.url, gw.auth)
         settings = DisdelSettings(shared_dir=shared, pool_memory_mb=8192, cgroup_prefix=PREFIX)
         rows: list[dict] = []
-        job = parse_job(job_doc)
+        job = parse_job(JOB)
         runs_dir, shard, eval_set, held = inputs(shared, job)
         model = builtin_model(job)
         line(f"\n2. job: {job.model_label} on {job.dataset.samples - held} samples {job.dataset.shape}, batch {job.batch_size}, "
@@ -158,7 +152,7 @@ def environments(report: Report, work: Path, job_doc: dict) -> None:
         line(f"  single action done in {runs[-1].time_s:.1f} s")
         runs.append(retry_strategy(gateway, runs_dir, model, shard, eval_set, job.epochs, job.batch_size))
         line(f"  retry strategy done in {runs[-1].time_s:.1f} s: {runs[-1].detail['attempts']}")
-        disdel, state = disdel_run(gateway, settings, job_doc)
+        disdel, state = disdel_run(gateway, settings)
         runs.append(disdel)
         plan = state.plan
         line(f"  DiSDeL done in {disdel.time_s:.1f} s: {plan.actions} actions x {plan.train_memory_mb} MB, "
