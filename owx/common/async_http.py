@@ -2,7 +2,8 @@
 
 The loop-side twin of :mod:`owx.common.keepalive`, for a warm runtime's ``/run`` from the gateway's
 event loop: requests are written whole, answers parsed by httptools (``Content-Length`` or
-chunked; bounded; only their status and body are kept), timeouts are timers rather than tasks.
+chunked; bounded; their status and body are kept, and the headers a :class:`HeaderAnswerReader`
+names), timeouts are timers rather than tasks.
 The same errors tell whether the request may have reached the server: the ``connect`` coroutine's own ``OSError`` (nothing was sent),
 :class:`~owx.common.keepalive.ExchangeFailed` (it may have been) or
 :class:`~owx.common.keepalive.AnswerTimeout`. Use a pool from its loop's thread only.
@@ -59,7 +60,7 @@ class AnswerReader(asyncio.Protocol):
         self.transport.write(data)
         return self._waiter
 
-    # httptools callbacks (no ``on_header``: what is read of an answer is its status and body)
+    # httptools callbacks (no ``on_header`` here: most answers are read for their status and body)
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
         if self._max_body is not None and self._size > self._max_body:
@@ -74,7 +75,10 @@ class AnswerReader(asyncio.Protocol):
         if not self._parser.should_keep_alive():
             self.abort()
         if waiter is not None and not waiter.done():
-            waiter.set_result(HttpAnswer(self._parser.get_status_code(), {}, b"".join(self._body)))
+            waiter.set_result(HttpAnswer(self._parser.get_status_code(), self._headers(), b"".join(self._body)))
+
+    def _headers(self) -> dict[str, str]:
+        return {}
 
     def _time_out(self) -> None:
         self._fail(AnswerTimeout("no answer in time"))
@@ -95,6 +99,28 @@ class AnswerReader(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
+
+
+class HeaderAnswerReader(AnswerReader):
+    """An :class:`AnswerReader` that also keeps the answer's headers named in ``KEPT`` (lower-case)."""
+
+    KEPT: frozenset[bytes] = frozenset()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kept: dict[str, str] = {}
+
+    def exchange(self, data: bytes, timeout: float, max_body: int | None) -> asyncio.Future[HttpAnswer]:
+        self._kept = {}
+        return super().exchange(data, timeout, max_body)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name in self.KEPT:
+            self._kept[name.decode("latin-1")] = value.decode("latin-1")
+
+    def _headers(self) -> dict[str, str]:
+        return self._kept
 
 
 Connect = Callable[[], Awaitable[AnswerReader]]  # a new connection; raises OSError when none can be made

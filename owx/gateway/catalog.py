@@ -94,10 +94,13 @@ class ResolvedAction:
     binding: str | None = None
     init_parameters: dict[str, Any] = field(default_factory=dict)
 
-    def arguments(self, given: dict[str, Any]) -> dict[str, Any]:
+    def arguments(self, given: dict[str, Any] | list[Any]) -> dict[str, Any] | list[Any]:
         """The action's input: ``given`` over its parameters. An init parameter is the container's
         environment, set by the action's owner: a caller's argument of that name is dropped (OpenWhisk
-        would make it the environment of a new container)."""
+        would make it the environment of a new container). An array (a sequence's previous result)
+        is the input as it is, without the parameters (OpenWhisk's)."""
+        if isinstance(given, list):
+            return given
         merged = {**self.parameters, **given}
         return {k: v for k, v in merged.items() if k not in self.init_parameters} if self.init_parameters else merged
 

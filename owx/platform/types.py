@@ -51,7 +51,7 @@ class ActionSpec:
 class RunRequest:
     """One activation as the runtime's ``POST /run`` receives it."""
 
-    value: dict[str, Any]
+    value: dict[str, Any] | list[Any]  # an array: a sequence's previous result
     namespace: str
     action_name: str
     activation_id: str

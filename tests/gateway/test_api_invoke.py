@@ -8,6 +8,7 @@ import uuid
 import pytest
 import requests
 
+from owx.gateway.sdk import Client
 from tests.gateway.conftest import start_gateway
 
 CODE = '''
@@ -103,6 +104,76 @@ def test_invoke_bad_input(gateway, http):
     assert broken.status_code == 400
     huge = http.post(gateway.api(f"actions/{name}"), json={"blob": "x" * (1024 * 1024 + 10)})
     assert huge.status_code == 413 and "larger than allowed" in huge.json()["error"]
+
+
+def test_blocking_caller_waits_at_most_its_timeout(gateway, http):
+    """``timeout`` (ms) bounds a blocking caller's wait, as OpenWhisk's: past it the answer is a 202 and
+    the activation goes on to its record; it must be 1 up to the configured wait (60,000 ms here)."""
+    name = deploy(http, gateway)
+    started = time.monotonic()
+    early = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "timeout": "300"}, json={"sleep": 2})
+    waited = time.monotonic() - started
+    assert early.status_code == 202 and 0.3 <= waited < 1.5, (early.status_code, waited)
+    activation_id = early.json()["activationId"]
+    assert early.headers["x-openwhisk-activation-id"] == activation_id
+    assert gateway.wait_record(http, activation_id)["response"]["result"]["n"] == 0  # it still ran to the end
+    in_time = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "timeout": "60000"}, json={"n": 5})
+    assert in_time.status_code == 200 and in_time.json()["response"]["result"]["n"] == 5
+    for bad in ("0", "-5", "60001", "1.5", "abc", "", "9" * 40):
+        for blocking in ("true", "false"):  # read whether or not the caller waits, as OpenWhisk reads it
+            answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": blocking, "timeout": bad}, json={})
+            assert answer.status_code == 400, (bad, answer.text)
+            assert answer.json()["error"] == ("The query parameter 'timeout' was malformed:\n"
+                                              "Timeout must be number of milliseconds up to 60000.")
+
+
+def test_an_array_result_is_answered_alone(gateway, http):
+    """A blocking invoke of an action whose result is an array answers the array, with or without
+    ``result=true`` (OpenWhisk's); the record keeps it, and the SDK reads the record behind it."""
+    name = deploy(http, gateway, code="def main(args):\n    return [1, 'two', args]\n")
+    for params in ({"blocking": "true"}, {"blocking": "true", "result": "true"}):
+        answer = http.post(gateway.api(f"actions/{name}"), params=params, json={"n": 3})
+        assert answer.status_code == 200 and answer.json() == [1, "two", {"n": 3}], answer.text
+        record = http.get(gateway.api(f"activations/{answer.headers['x-openwhisk-activation-id']}")).json()
+        assert record["response"]["result"] == [1, "two", {"n": 3}] and record["response"]["success"]
+    client = Client(gateway.url, gateway.auth)
+    assert client.invoke_record(name, {"n": 4})["response"]["result"] == [1, "two", {"n": 4}]
+    assert client.invoke(name, {"n": 5}) == [1, "two", {"n": 5}]
+
+
+def test_a_sequence_passes_an_array_result_on(gateway, http):
+    """The next component's input is the previous one's array as it is, without its parameters
+    (OpenWhisk's); the sequence is recorded with the last result."""
+    array = deploy(http, gateway, code="def main(args):\n    return [args.get('n'), 'x']\n")
+    echo = deploy(http, gateway, code="def main(args):\n    return args\n", parameters=[{"key": "p", "value": 1}])
+    seq = f"seq-{uuid.uuid4().hex[:8]}"
+    assert http.put(gateway.api(f"actions/{seq}"), json={"exec": {"kind": "sequence", "components": [array, echo]}}).ok
+    answer = http.post(gateway.api(f"actions/{seq}"), params={"blocking": "true"}, json={"n": 7})
+    assert answer.status_code == 200 and answer.json() == [7, "x"], answer.text
+    record = gateway.wait_record(http, answer.headers["x-openwhisk-activation-id"])
+    assert record["response"]["result"] == [7, "x"] and len(record["logs"]) == 2
+
+
+def test_a_failure_inside_owx_is_recorded_not_lost(gateway, http, monkeypatch):
+    """Whatever fails inside owx while an activation runs (here: reading a sequence's component from
+    the store), the caller gets a 500 and the activation a record saying so."""
+    component = deploy(http, gateway)
+    seq = f"seq-{uuid.uuid4().hex[:8]}"
+    assert http.put(gateway.api(f"actions/{seq}"), json={"exec": {"kind": "sequence", "components": [component]}}).ok
+    catalog = gateway.service.catalog
+    resolve = catalog.resolve
+
+    def failing(path, caller):
+        if path.name == component:
+            raise RuntimeError("the store broke")
+        return resolve(path, caller)
+
+    monkeypatch.setattr(catalog, "resolve", failing)
+    answer = http.post(gateway.api(f"actions/{seq}"), params={"blocking": "true"}, json={})
+    assert answer.status_code == 500, answer.text
+    record = gateway.wait_record(http, answer.headers["x-openwhisk-activation-id"])
+    assert record["response"]["status"] == "whisk internal error"
+    assert "the store broke" in record["response"]["result"]["error"]
 
 
 def test_activation_listing_and_filters(gateway, http):

@@ -38,7 +38,13 @@ def test_document_describes_every_route(gateway, document):
     served = {(re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", rule.rule).rstrip("/") or "/", method.lower())
               for rule in app.url_map.iter_rules() if rule.endpoint != "static"
               for method in rule.methods - {"HEAD", "OPTIONS"}}
+    served.add(("/api/v1/namespaces/{ns}/actions/{name}", "post"))  # invoke: served on the event loop
     assert served == {(path, method) for path, methods in document["paths"].items() for method in methods}
+    invoke = document["paths"]["/api/v1/namespaces/{ns}/actions/{name}"]["post"]
+    assert {p["name"]: p["schema"] for p in invoke["parameters"] if p["in"] == "query"} == {
+        "blocking": {"type": "boolean"}, "result": {"type": "boolean"},
+        "timeout": {"type": "integer", "minimum": 1, "maximum": 60000}}
+    assert {"200", "202"} <= set(invoke["responses"])
     listing = document["paths"]["/api/v1/namespaces/{ns}/activations"]["get"]["parameters"]
     assert {p["name"] for p in listing} == {"ns", "name", "since", "upto", "skip", "limit", "count", "docs"}
 

@@ -85,6 +85,22 @@ def test_an_action_deleted_upstream_behind_owx_is_deployed_again(wrapper: Gatewa
     assert [a["name"] for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")] == [deployed]
 
 
+def test_an_array_result_comes_through(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:
+    """The upstream answers an array result alone, without its record (OpenWhisk's): owx reads the
+    record the answer's activation id names, on the first (deploying) run and on warm ones."""
+    http = wrapper.session()
+    name = f"array-{uuid.uuid4().hex[:6]}"
+    code = "def main(args):\n    return [args.get('n'), 'x']\n"
+    assert http.put(wrapper.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": code}}).ok
+    for n in (1, 2, 3):
+        answer = http.post(wrapper.api(f"actions/{name}"), params={"blocking": "true"}, json={"n": n})
+        assert answer.status_code == 200 and answer.json() == [n, "x"], answer.text
+        record = http.get(wrapper.api(f"activations/{answer.headers['x-openwhisk-activation-id']}")).json()
+        assert record["response"]["result"] == [n, "x"] and record["response"]["success"]
+        upstream_id = next(a["value"] for a in record["annotations"] if a["key"] == "upstreamActivationId")
+        assert upstream.session().get(upstream.api(f"activations/{upstream_id}/result")).json()["result"] == [n, "x"]
+
+
 def test_tenants_are_apart_upstream(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:
     created = subprocess.run(["owx", "admin", "--data-dir", str(wrapper.data_dir), "user", "create", "tenant-b"],
                              capture_output=True, text=True, timeout=60)

@@ -8,8 +8,9 @@ errors); what would block (a caller or action not seen lately, so read from the 
 extension's admission) runs on one of the server's threads.
 
 Answers as OpenWhisk: 202 ``{"activationId"}`` unless ``blocking=true``; blocking, the record
-(``result=true``: the result only) with 200, 502 for the action's errors or 500 for owx's, and a 202
-when the activation outlasts ``blocking_wait_s``. Every answer names its transaction in
+(``result=true``, or a result that is an array: the result only) with 200, 502 for the action's
+errors or 500 for owx's, and a 202 when the activation outlasts ``timeout`` (milliseconds; at most
+and by default ``blocking_wait_s``). Every answer names its transaction in
 ``X-Request-ID``, and an activation in ``X-OpenWhisk-Activation-Id``.
 """
 
@@ -25,7 +26,7 @@ from urllib.parse import parse_qsl, unquote_to_bytes
 
 from owx.common.eventloop import run_on_thread
 from owx.gateway import errors
-from owx.gateway.api.request_args import boolean, bounded, object_from
+from owx.gateway.api.request_args import boolean, bounded, object_from, wait_timeout_s
 from owx.gateway.catalog import ResolvedAction
 from owx.gateway.errors import ApiError
 from owx.gateway.http.messages import Request, Response, error_response, json_response
@@ -84,16 +85,18 @@ class InvokeEndpoint:
         query = _query(request.query)
         blocking = boolean("blocking", query.get("blocking"))
         result_only = boolean("result", query.get("result"))
+        wait_s = wait_timeout_s(query.get("timeout"), self.settings.blocking_wait_s)
         params = object_from(bounded(request.body, self.settings.max_payload_bytes))
         resolved = await self._resolved(path, identity.namespace)
         activation_id, done = await self._start(identity, resolved, params, blocking)
         headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id)]
         if blocking:
-            completion = await self._wait(done)
+            completion = await self._wait(done, wait_s)
             if completion is not None:
-                record = completion.record
-                return json_response(record["response"]["result"] if result_only else record, completion.status,
-                                     headers)
+                result = completion.record["response"]["result"]
+                # an array result is answered alone, with or without result=true (OpenWhisk's)
+                answer = result if result_only or isinstance(result, list) else completion.record
+                return json_response(answer, completion.status, headers)
         return json_response({"activationId": activation_id}, 202, headers)
 
     async def _caller(self, authorization: str | None) -> Identity:
@@ -112,12 +115,12 @@ class InvokeEndpoint:
             return invocation.activation_id, asyncio.wrap_future(invocation.done)
         return invoker.submit(identity, resolved, params, blocking)
 
-    async def _wait(self, done: asyncio.Future[Completion]) -> Completion | None:
-        """The completion, or None past ``blocking_wait_s`` (the activation goes on). Without
+    async def _wait(self, done: asyncio.Future[Completion], wait_s: float) -> Completion | None:
+        """The completion, or None past ``wait_s`` (the activation goes on). Without
         ``defer_waits`` a server thread waits instead (a benchmark's control: what a plain WSGI
         server does)."""
         if not self.settings.defer_waits:
-            await self._on_thread(_held_wait, asyncio.get_running_loop(), done, self.settings.blocking_wait_s)
+            await self._on_thread(_held_wait, asyncio.get_running_loop(), done, wait_s)
         if not done.done():
             loop = asyncio.get_running_loop()
             woken = loop.create_future()
@@ -127,7 +130,7 @@ class InvokeEndpoint:
                     woken.set_result(None)
 
             done.add_done_callback(wake)
-            timer = loop.call_later(self.settings.blocking_wait_s, wake)
+            timer = loop.call_later(wait_s, wake)
             try:
                 await woken
             finally:

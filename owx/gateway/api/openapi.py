@@ -1,7 +1,8 @@
 """``/api/v1/api-docs``: the OpenAPI 3.1 document of the routes this server serves.
 
-Built from the registered routes (their docstrings are the summaries), the query parameters each
-route reads (`QUERY`) and the pydantic request models, so it follows the code. The tests validate
+Built from the registered routes (their docstrings are the summaries) and the invoke route the
+event loop serves (:mod:`owx.gateway.api.invoke`), the query parameters each route reads (`QUERY`)
+and the pydantic request models, so it follows the code. The tests validate
 it with openapi-spec-validator and drive the server from it with schemathesis.
 """
 
@@ -13,7 +14,8 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 from pydantic import BaseModel
 
-from owx.gateway.api.request_args import INT_RANGE, LIST_MAX_LIMIT, LONG_RANGE
+from owx.gateway.api import invoke
+from owx.gateway.api.request_args import INT_RANGE, LIST_MAX_LIMIT, LONG_RANGE, gateway
 from owx.gateway.models import ActionBody, PackageBody
 from owx.gateway.names import NAME_PATTERN
 
@@ -24,12 +26,15 @@ _FLAG = {"type": "boolean"}
 _EPOCH_MS = {"type": "integer", "minimum": 0, "maximum": LONG_RANGE[1]}
 _PAGING = {"limit": {"type": "integer", "minimum": 0, "maximum": LIST_MAX_LIMIT},
            "skip": {"type": "integer", "minimum": 0, "maximum": INT_RANGE[1]}, "count": _FLAG}
+INVOKE = "actions.invoke"
+INVOKE_SUMMARY = ("Invoke an action: its activation id (202); with blocking=true its record, or its result "
+                  "with result=true")
 #: The query parameters each endpoint reads, with their schemas.
 QUERY: dict[str, dict[str, dict[str, Any]]] = {
     "actions.list_actions": _PAGING,
     "actions.get_action": {"code": _FLAG, **_PAGING},
     "actions.put_action": {"overwrite": _FLAG},
-    "actions.invoke": {"blocking": _FLAG, "result": _FLAG},
+    INVOKE: {"blocking": _FLAG, "result": _FLAG},  # and ``timeout``, bounded by the configured wait
     "packages.list_packages": _PAGING,
     "packages.put_package": {"overwrite": _FLAG},
     "packages.delete_package": {"force": _FLAG},
@@ -40,7 +45,7 @@ QUERY: dict[str, dict[str, dict[str, Any]]] = {
 BODIES: dict[tuple[str, str], type[BaseModel] | None] = {
     ("actions.put_action", "put"): ActionBody,
     ("packages.put_package", "put"): PackageBody,
-    ("actions.invoke", "post"): None,
+    (INVOKE, "post"): None,
 }
 UNAUTHENTICATED = ("info.root", "info.api_info", "openapi.api_docs", "web.web_action")
 _ERROR = {
@@ -62,6 +67,7 @@ def document() -> dict[str, Any]:
         route = _PARAM.sub(r"{\2}", rule.rule)
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             paths.setdefault(route, {})[method.lower()] = _operation(rule.endpoint, method.lower(), rule.rule, schemas)
+    paths.setdefault(_PARAM.sub(r"{\2}", invoke.ROUTE), {})["post"] = _operation(INVOKE, "post", invoke.ROUTE, schemas)
     return {
         "openapi": "3.1.0",
         "info": {"title": "owx (OpenWhisk REST API)", "version": "1.0.0"},
@@ -72,8 +78,8 @@ def document() -> dict[str, Any]:
 
 
 def _operation(endpoint: str, method: str, rule: str, schemas: dict[str, Any]) -> dict[str, Any]:
-    view = current_app.view_functions[endpoint]
-    summary = (view.__doc__ or endpoint).strip().splitlines()[0]
+    view = current_app.view_functions.get(endpoint)
+    summary = INVOKE_SUMMARY if view is None else (view.__doc__ or endpoint).strip().splitlines()[0]
     parameters = [{"name": name, "in": "path", "required": True, "schema": _path_schema(converter, name)}
                   for converter, name in _PARAM.findall(rule)]
     parameters += [{"name": name, "in": "query", "required": False, "schema": schema}
@@ -86,7 +92,10 @@ def _operation(endpoint: str, method: str, rule: str, schemas: dict[str, Any]) -
         "parameters": parameters,
         "responses": {"200": {"description": "OK"}, "default": error},
     }
-    if endpoint == "actions.invoke":
+    if endpoint == INVOKE:
+        wait_ms = int(gateway().settings.gateway.blocking_wait_s * 1000)
+        parameters.append({"name": "timeout", "in": "query", "required": False,
+                           "schema": {"type": "integer", "minimum": 1, "maximum": wait_ms}})
         operation["responses"]["202"] = {"description": "accepted: the activation id"}
     if endpoint in UNAUTHENTICATED:
         operation["security"] = []

@@ -22,6 +22,7 @@ LIST_MAX_LIMIT = 200
 INT_RANGE = (-(2**31), 2**31 - 1)  # Java's Int: skip and limit
 LONG_RANGE = (-(2**63), 2**63 - 1)  # Java's Long: since and upto (epoch ms)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,20}", re.ASCII)
+_MILLISECONDS = re.compile(r"[+-]?0*[0-9]{1,10}", re.ASCII)  # as Java's Integer.parseInt reads them, bounded
 
 
 def gateway() -> Gateway:
@@ -62,6 +63,18 @@ def boolean(name: str, raw: str | None, default: bool = False) -> bool:
     if lowered in ("true", "false"):
         return lowered == "true"
     raise bad_request(f"The request content was malformed:\nparameter '{name}' must be true or false, got '{raw}'")
+
+
+def wait_timeout_s(raw: str | None, max_s: float) -> float:
+    """Query parameter ``timeout`` of an invoke as OpenWhisk reads it: how long a blocking caller
+    waits, in milliseconds from 1 up to ``max_s`` (the configured wait); ``max_s`` when absent; 400
+    otherwise (OpenWhisk's message, an empty value included)."""
+    if raw is None:
+        return max_s
+    max_ms = int(max_s * 1000)
+    if _MILLISECONDS.fullmatch(raw) and 0 < int(raw) <= max_ms:
+        return int(raw) / 1000
+    raise bad_request(errors.MALFORMED_QUERY.format(name="timeout", detail=errors.INVALID_TIMEOUT.format(max_ms=max_ms)))
 
 
 def integer(name: str, bounds: tuple[int, int], invalid: Callable[[str], str]) -> int | None:

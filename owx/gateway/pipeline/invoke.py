@@ -97,7 +97,7 @@ class Activation:
     identity: Identity
     action: ResolvedAction
     plan: Plan
-    args: dict[str, Any]
+    args: dict[str, Any] | list[Any]
     cause: str | None = None
     accepted_ms: int = field(default_factory=records.now_ms)
 
@@ -255,7 +255,7 @@ class Invoker:
         return task
 
     @staticmethod
-    def _arguments(resolved: ResolvedAction, plan: Plan, params: dict[str, Any]) -> dict[str, Any]:
+    def _arguments(resolved: ResolvedAction, plan: Plan, params: dict[str, Any]) -> dict[str, Any] | list[Any]:
         if plan.final and set(params) & {*resolved.parameters, *resolved.init_parameters}:
             raise bad_request(PARAMETERS_NOT_ALLOWED)
         return resolved.arguments(params)
@@ -270,8 +270,11 @@ class Invoker:
         namespace = activation.identity.namespace
         try:
             await self._slots.take(namespace)
+            started_ms = records.now_ms()
             try:
                 ran = await self._outcome(activation)
+            except Exception as exc:  # noqa: BLE001 - a bug of owx's is the activation's recorded error, never a lost record
+                ran = _failed_inside(activation, exc, started_ms)
             finally:
                 self._slots.give_back(namespace)
             return await self._recorded(activation, ran)
@@ -335,10 +338,8 @@ class Invoker:
             return _Ran(activation.plan.runner.run(activation.plan.spec, self._request(activation)))
         except PlatformError as exc:
             return _unavailable(activation, exc, now_ms)
-        except Exception as exc:  # the platform failed, not the action
-            log.exception("activation %s failed inside the platform", activation.id)
-            return _Ran(RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], now_ms,
-                                   records.now_ms()))
+        except Exception as exc:  # noqa: BLE001 - the platform failed, not the action
+            return _failed_inside(activation, exc, now_ms)
 
     def _sequence(self, activation: Activation) -> _Ran:
         """Run the components in order, each with the previous result; the sequence ends with the last
@@ -447,6 +448,12 @@ def _copy(task: asyncio.Task[Completion], done: Future[Completion]) -> None:
         done.set_exception(task.exception())  # type: ignore[arg-type]
     else:
         done.set_result(task.result())
+
+
+def _failed_inside(activation: Activation, exc: Exception, started_ms: int) -> _Ran:
+    """The outcome of an activation that failed inside owx or its platform, not in the action."""
+    log.error("activation %s failed inside owx", activation.id, exc_info=exc)
+    return _Ran(RunOutcome(INTERNAL_ERROR, {"error": f"whisk internal error: {exc}"}, [], started_ms, records.now_ms()))
 
 
 def _unavailable(activation: Activation, exc: PlatformError, started_ms: int) -> _Ran:

@@ -118,6 +118,8 @@ class Client:
         body = response.json()
         if response.status_code == 202:
             return self.wait(body["activationId"])
+        if isinstance(body, list):  # an array result is answered alone (OpenWhisk's): its record is read
+            return self.wait(response.headers["X-OpenWhisk-Activation-Id"])
         return body
 
     def invoke_async(self, name: str, params: dict[str, Any] | None = None) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from owx.common import jsonvalues
-from owx.common.async_http import AnswerReader, AsyncKeepAlivePool
+from owx.common.async_http import AsyncKeepAlivePool, HeaderAnswerReader
 from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
 from owx.platform.interface import PlatformError
 from owx.platform.settings import UpstreamSettings
@@ -38,7 +38,14 @@ from owx.runtimes.http_wire import request_bytes
 POOL_SIZE = 128  # idle keep-alive connections kept to the upstream (one per activation in flight)
 API = "/api/v1/namespaces"
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # far above OpenWhisk's own bounds (1 MB results, 10 MB logs)
+ACTIVATION_HEADER = "x-openwhisk-activation-id"
 IDEMPOTENT = frozenset({"GET", "PUT", "DELETE"})  # retried once when a reused connection turns out closed
+
+
+class _ActivationReader(HeaderAnswerReader):
+    """Keeps the activation id of an answer: alone it names an array result's activation."""
+
+    KEPT = frozenset({ACTIVATION_HEADER.encode()})
 
 
 class UpstreamLost(PlatformError):
@@ -121,8 +128,8 @@ class UpstreamClient:
         return self.call("POST", f"/actions/{quote(path)}", params, body, timeout=wait_s)
 
     async def invoke_async(self, path: str, body: dict[str, Any], wait_s: float) -> Answer:
-        """:meth:`invoke` blocking, from the event loop that made the first such call, without a thread.
-        The same answers and errors, but the activation id is left to the body (headers are not kept)."""
+        """:meth:`invoke` blocking, from the event loop that made the first such call, without a thread:
+        the same answers and errors."""
         if self._loop_pool is None:
             self._loop = asyncio.get_running_loop()
             # no busy poll: an upstream answers in milliseconds, and polling for it only takes a core
@@ -135,7 +142,7 @@ class UpstreamClient:
             raise self._lost(exc) from exc
         except OSError as exc:
             raise self._unreachable(exc) from exc
-        return self._answer(response.status, response.body, None)
+        return self._answer(response.status, response.body, response.headers.get(ACTIVATION_HEADER))
 
     def activation(self, activation_id: str) -> Answer:
         return self.call("GET", f"/activations/{quote(activation_id)}")
@@ -156,7 +163,7 @@ class UpstreamClient:
             raise self._lost(exc) from exc
         except OSError as exc:
             raise self._unreachable(exc) from exc
-        return self._answer(response.status, response.body, response.headers.get("x-openwhisk-activation-id"))
+        return self._answer(response.status, response.body, response.headers.get(ACTIVATION_HEADER))
 
     def _request(self, method: str, path: str, params: dict[str, str] | None, body: Any) -> bytes:
         if params:
@@ -195,10 +202,10 @@ class UpstreamClient:
             sock.close()
             raise
 
-    async def _connect_async(self) -> AnswerReader:
+    async def _connect_async(self) -> HeaderAnswerReader:
         loop = asyncio.get_running_loop()
         _, reader = await asyncio.wait_for(  # uvloop sets TCP_NODELAY itself
-            loop.create_connection(AnswerReader, self._host, self._port, ssl=self._tls,
+            loop.create_connection(_ActivationReader, self._host, self._port, ssl=self._tls,
                                    server_hostname=self._host if self._tls is not None else None),
             self.settings.timeout_s)
         return reader
