@@ -7,7 +7,7 @@ import logging
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from owx.gateway import errors
+from owx.gateway import cors, errors
 from owx.gateway.api import actions, activations, info, metrics, openapi, packages, rules, triggers, web
 from owx.gateway.errors import ApiError
 from owx.gateway.ids import new_id
@@ -45,6 +45,8 @@ def create_app(gateway: Gateway) -> Flask:
     @app.after_request
     def _tag(response):
         response.headers["X-Request-ID"] = g.get("transaction_id", "")
+        if cors.is_api(request.path):
+            response.headers.update(cors.API)
         return response
 
     @app.errorhandler(ApiError)

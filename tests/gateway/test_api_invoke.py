@@ -257,6 +257,92 @@ def main(args):
     assert requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{hidden}.json").status_code == 404
 
 
+WHO = "def main(args):\n    return {'user': args.get('__ow_user'), 'method': args['__ow_method'], 'q': args.get('q')}\n"
+
+
+def web(http, gateway, *annotations):
+    name = deploy(http, gateway, code=WHO, annotations=[{"key": "web-export", "value": True}, *annotations])
+    return f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}.json"
+
+
+def test_web_action_secured_by_require_whisk_auth(gateway, http):
+    """``require-whisk-auth``: a secret (string or number, as ``wsk --web-secure`` sets it) in the
+    X-Require-Whisk-Auth header, or, with true, any valid OpenWhisk key; otherwise 401, and the action
+    does not run."""
+    for secret in ("s3cr3t", 7355608):
+        url = web(http, gateway, {"key": "require-whisk-auth", "value": secret})
+        for headers in ({}, {"X-Require-Whisk-Auth": "wrong"}, {"X-Require-Whisk-Auth": f"{secret}x"}):
+            refused = requests.get(url, headers=headers)
+            assert refused.status_code == 401 and refused.json()["error"], refused.text
+            assert refused.headers["Access-Control-Allow-Origin"] == "*"
+        assert requests.get(url, headers={"X-Require-Whisk-Auth": str(secret)}).json()["user"] is None
+        name = url.rsplit("/", 1)[1].removesuffix(".json")
+        ran = http.get(gateway.api("activations"), params={"name": name, "count": "true"}).json()
+        assert ran == {"activations": 1}  # the refused calls ran nothing
+    keyed = web(http, gateway, {"key": "require-whisk-auth", "value": True})
+    assert requests.get(keyed).status_code == 401
+    assert requests.get(keyed, auth=("not", "a-key")).status_code == 401
+    assert requests.get(keyed, auth=tuple(gateway.auth.split(":", 1))).json()["user"] == gateway.namespace
+    assert requests.get(web(http, gateway, {"key": "require-whisk-auth", "value": {"odd": 1}})).status_code == 401
+    assert requests.get(web(http, gateway, {"key": "require-whisk-auth", "value": False})).json()["method"] == "get"
+
+
+def test_web_action_request_context_cannot_be_forged(gateway, http):
+    """``__ow_*`` properties are owx's: a query or body naming one is a 400; ``__ow_user`` is the
+    namespace of a valid key only."""
+    url = web(http, gateway)
+    assert requests.get(url, params={"q": "1"}).json() == {"user": None, "method": "get", "q": "1"}
+    for forged in ({"params": {"__ow_user": "admin"}}, {"json": {"__ow_method": "delete"}},
+                   {"data": {"__ow_headers": "x"}}):
+        answer = requests.post(url, **forged)
+        assert answer.status_code == 400 and "not allowed" in answer.json()["error"], answer.text
+    assert requests.get(url, auth=tuple(gateway.auth.split(":", 1))).json()["user"] == gateway.namespace
+    seen = deploy(http, gateway, code="def main(args):\n    return {'headers': args['__ow_headers']}\n",
+                  annotations=[{"key": "web-export", "value": True}])
+    seen_url = f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{seen}.json"
+    keyed = requests.get(seen_url, auth=tuple(gateway.auth.split(":", 1))).json()["headers"]
+    assert "authorization" not in keyed and keyed["user-agent"]  # a valid key is the caller's, not the action's
+    other = requests.get(seen_url, headers={"Authorization": "Bearer app-token"}).json()["headers"]
+    assert other["authorization"] == "Bearer app-token"  # an application's own scheme reaches it
+
+
+def test_web_action_cors(gateway, http):
+    """OPTIONS is answered by owx with CORS headers (the action does not run) and every answer carries
+    them, unless the action takes CORS over with ``web-custom-options``."""
+    url = web(http, gateway)
+    preflight = requests.options(url, headers={"Access-Control-Request-Headers": "X-Custom, Content-Type"})
+    assert preflight.status_code == 200 and preflight.headers["Access-Control-Allow-Origin"] == "*"
+    assert preflight.headers["Access-Control-Allow-Headers"] == "X-Custom, Content-Type"
+    assert "PATCH" in preflight.headers["Access-Control-Allow-Methods"]
+    assert "x-openwhisk-activation-id" not in preflight.headers  # nothing ran
+    answer = requests.get(url)
+    assert answer.json()["method"] == "get" and answer.headers["Access-Control-Allow-Origin"] == "*"
+    assert "Authorization" in answer.headers["Access-Control-Allow-Headers"]
+    custom = web(http, gateway, {"key": "web-custom-options", "value": True},
+                 {"key": "require-whisk-auth", "value": "s"})
+    own = requests.options(custom)
+    assert own.status_code == 200 and own.json()["method"] == "options"  # the action answered it
+    assert "Access-Control-Allow-Origin" not in own.headers
+    assert requests.get(custom).status_code == 401
+
+
+def test_rest_api_answers_allow_any_origin(gateway, http):
+    """As OpenWhisk's controller: every REST API answer (invokes on the event loop, Flask's views,
+    errors) carries CORS headers, and a preflight OPTIONS is answered without a key."""
+    name = deploy(http, gateway)
+    answers = [http.get(gateway.api("actions")), requests.get(f"{gateway.url}/api/v1"),
+               http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={}),
+               http.post(gateway.api(f"actions/{name}"), json={}),
+               http.post(gateway.api("actions/missing"), json={}), http.get(gateway.api("actions/missing")),
+               requests.post(gateway.api(f"actions/{name}"), json={}),
+               requests.options(gateway.api(f"actions/{name}"), headers={"Access-Control-Request-Method": "POST"})]
+    assert [a.status_code for a in answers] == [200, 200, 200, 202, 404, 404, 401, 200]
+    for answer in answers:
+        assert answer.headers["Access-Control-Allow-Origin"] == "*", answer.request.url
+        assert "POST" in answer.headers["Access-Control-Allow-Methods"]
+        assert "Authorization" in answer.headers["Access-Control-Allow-Headers"]
+
+
 @pytest.fixture(scope="module")
 def strict_gateway(tmp_path_factory):
     server, running = start_gateway(tmp_path_factory.mktemp("strict"),

@@ -25,7 +25,7 @@ from functools import partial
 from urllib.parse import parse_qsl, unquote_to_bytes
 
 from owx.common.eventloop import run_on_thread
-from owx.gateway import errors
+from owx.gateway import cors, errors
 from owx.gateway.api.request_args import boolean, bounded, object_from, wait_timeout_s
 from owx.gateway.catalog import ResolvedAction
 from owx.gateway.errors import ApiError
@@ -42,6 +42,7 @@ ACTIVATION_HEADER = "x-openwhisk-activation-id"
 ROUTE = "/api/v1/namespaces/<ns>/actions/<path:name>"  # as the metrics name Flask's routes
 _PREFIX = b"/api/v1/namespaces/"
 _ACTIONS = "/actions/"
+_CORS = tuple(cors.API.items())
 
 
 class InvokeEndpoint:
@@ -66,13 +67,13 @@ class InvokeEndpoint:
         try:
             response = await self._invoke(namespace, name, request, transaction_id)
         except ApiError as exc:
-            response = error_response(exc.status, exc.message, transaction_id, exc.headers)
+            response = error_response(exc.status, exc.message, transaction_id, {**cors.API, **exc.headers})
         except StoreUnavailable as exc:
             log.error("store unavailable: %s", exc)
-            response = error_response(503, errors.SYSTEM_UNAVAILABLE.format(detail=exc), transaction_id)
+            response = error_response(503, errors.SYSTEM_UNAVAILABLE.format(detail=exc), transaction_id, cors.API)
         except Exception:  # noqa: BLE001 - any bug is a 500 with OpenWhisk's body, never a dropped request
             log.exception("invoke failed")
-            response = error_response(500, errors.INTERNAL, transaction_id)
+            response = error_response(500, errors.INTERNAL, transaction_id, cors.API)
         metrics = self.gateway.metrics
         if metrics is not None:
             asyncio.get_running_loop().call_soon(metrics.request, "POST", ROUTE, response.status,
@@ -89,7 +90,7 @@ class InvokeEndpoint:
         params = object_from(bounded(request.body, self.settings.max_payload_bytes))
         resolved = await self._resolved(path, identity.namespace)
         activation_id, done = await self._start(identity, resolved, params, blocking)
-        headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id)]
+        headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
         if blocking:
             completion = await self._wait(done, wait_s)
             if completion is not None:

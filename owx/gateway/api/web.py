@@ -1,9 +1,18 @@
 """Web actions: ``/api/v1/web/{ns}/{pkg|default}/{action}[.json|.html|.http|.text][/path]``.
 
-No authentication: the action must carry the ``web-export`` annotation.  The HTTP
-request becomes parameters (``__ow_method``, ``__ow_headers``, ``__ow_path``, query
-and body merged, or ``__ow_query``/``__ow_body`` for ``raw-http`` actions) and the
-result becomes the HTTP response.
+No authentication needed: the action must carry the ``web-export`` annotation. As OpenWhisk's:
+
+- ``require-whisk-auth``: a string or number must come in the ``X-Require-Whisk-Auth`` header;
+  ``true`` asks for any valid OpenWhisk key (``Authorization: Basic``); anything else but
+  ``false`` lets nobody in (401);
+- the HTTP request becomes parameters (``__ow_method``, ``__ow_headers``, ``__ow_path``, and
+  ``__ow_user``, the caller's namespace, when a valid key came: unlike OpenWhisk, that key is
+  then left out of ``__ow_headers``, as the action may be another tenant's; query and body merged, or
+  ``__ow_query``/``__ow_body`` for ``raw-http`` actions), which may not name those reserved
+  properties nor the action's final parameters (400); the result becomes the HTTP response;
+- unless ``web-custom-options`` is true, owx answers ``OPTIONS`` itself (the action does not run)
+  and every answer carries CORS headers that allow any origin; with it, the action answers
+  ``OPTIONS`` (whatever ``require-whisk-auth`` says) and sets its own.
 """
 
 from __future__ import annotations
@@ -11,24 +20,28 @@ from __future__ import annotations
 import base64
 import json
 import re
+from hmac import compare_digest
 from typing import Any
 
 from flask import Blueprint, Response, request
 
-from owx.gateway import errors
+from owx.gateway import cors, errors
 from owx.gateway.api.invoke import ACTIVATION_HEADER
 from owx.gateway.api.request_args import body_bytes, gateway, json_value
 from owx.gateway.catalog import annotation
 from owx.gateway.deferred import Deferred, accepted, defer, json_response
-from owx.gateway.errors import ApiError, bad_request, not_found
+from owx.gateway.errors import UNAUTHENTICATED, ApiError, bad_request, not_found
+from owx.gateway.identity import Identity
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, check_name, check_namespace
-from owx.gateway.pipeline.invoke import Completion
+from owx.gateway.pipeline.invoke import PARAMETERS_NOT_ALLOWED, Completion
 from owx.platform.types import APPLICATION_ERROR, SUCCESS
 
 blueprint = Blueprint("web", __name__, url_prefix="/api/v1/web")
 EXTENSIONS = (".json", ".html", ".http", ".text")
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 PROPERTY_MISSING = "Response does not include requested property."
+RESERVED = frozenset({"__ow_method", "__ow_headers", "__ow_path", "__ow_user", "__ow_query", "__ow_body"})
+SECRET_HEADER = "X-Require-Whisk-Auth"
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", re.ASCII)  # an RFC 9110 token
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # one line of visible text (latin-1)
 
@@ -42,29 +55,32 @@ def _split(rest: str) -> tuple[str, str, str]:
     return head, ".http", f"/{extra}" if extra else ""
 
 
-def _parameters(raw_http: bool, extra_path: str, max_bytes: int) -> dict[str, Any]:
+def _parameters(raw_http: bool, extra_path: str, max_bytes: int, caller: Identity | None,
+                cors_headers: dict[str, str]) -> dict[str, Any]:
     body = body_bytes(max_bytes)
-    params: dict[str, Any] = {
-        "__ow_method": request.method.lower(),
-        "__ow_headers": {k.lower(): v for k, v in request.headers.items()},
-        "__ow_path": extra_path,
-    }
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    params: dict[str, Any] = {"__ow_method": request.method.lower(), "__ow_headers": headers, "__ow_path": extra_path}
+    if caller is not None:
+        params["__ow_user"] = caller.namespace
+        del headers["authorization"]  # a caller's owx key is never shown to another tenant's action
     if raw_http:
         params["__ow_query"] = request.query_string.decode()
         params["__ow_body"] = _body_text(body)
         return params
-    params.update(request.args.to_dict())
+    given: dict[str, Any] = request.args.to_dict()
     if request.mimetype == "application/json" and body.strip():
         parsed = json_value(body)
         if isinstance(parsed, dict):
-            params.update(parsed)
+            given.update(parsed)
         else:
             params["__ow_body"] = parsed
     elif request.mimetype == "application/x-www-form-urlencoded":
-        params.update(request.form.to_dict())
+        given.update(request.form.to_dict())
     elif body:
         params["__ow_body"] = _body_text(body)
-    return params
+    if RESERVED.intersection(given):  # the request context is owx's to tell, never the caller's
+        raise ApiError(400, PARAMETERS_NOT_ALLOWED, cors_headers)
+    return {**params, **given}
 
 
 def _body_text(body: bytes) -> str:
@@ -88,10 +104,17 @@ def web_action(ns: str, package: str, rest: str):
         resolved = None
     if resolved is None or not annotation(resolved.doc, "web-export"):
         raise not_found()
+    custom_options = annotation(resolved.doc, "web-custom-options") is True
+    cors_headers = {} if custom_options else _cors()
+    if request.method == "OPTIONS" and not custom_options:
+        return Response(status=200, headers=cors_headers)
+    caller = _caller()
+    if not (request.method == "OPTIONS" or _allowed(annotation(resolved.doc, "require-whisk-auth"), caller)):
+        raise ApiError(401, UNAUTHENTICATED, cors_headers)
     params = _parameters(bool(annotation(resolved.doc, "raw-http")), extra_path,
-                         service.settings.gateway.max_payload_bytes)
+                         service.settings.gateway.max_payload_bytes, caller, cors_headers)
     invocation = service.invoker.start(owner, resolved, params)
-    headers = {ACTIVATION_HEADER: invocation.activation_id}
+    headers = {ACTIVATION_HEADER: invocation.activation_id, **cors_headers}
 
     def answer(done: Completion) -> Response:
         status, result = done.record["response"]["status"], done.record["response"]["result"]
@@ -103,6 +126,37 @@ def web_action(ns: str, package: str, rest: str):
 
     return defer(Deferred(invocation.done, answer, service.settings.gateway.blocking_wait_s,
                           accepted(invocation.activation_id)), headers)
+
+
+def _cors() -> dict[str, str]:
+    """The CORS headers of a web action that leaves CORS to owx (the allowed headers are the ones a
+    preflight asks for, if it does)."""
+    asked = request.headers.get("Access-Control-Request-Headers")
+    return {**cors.WEB_ACTIONS, "Access-Control-Allow-Headers": asked} if asked else cors.WEB_ACTIONS
+
+
+def _caller() -> Identity | None:
+    """Whoever a valid ``Authorization`` names; None without one, or with a wrong one (anonymous then,
+    as OpenWhisk's)."""
+    authorization = request.headers.get("Authorization")
+    if authorization is None:
+        return None
+    try:
+        return gateway().auth.identify(authorization)
+    except ApiError:
+        return None
+
+
+def _allowed(required: Any, caller: Identity | None) -> bool:
+    """Whether the request may run an action annotated ``require-whisk-auth: required`` (None: absent)."""
+    if required is None or required is False:
+        return True
+    if required is True:
+        return caller is not None
+    if isinstance(required, (str, int, float)):
+        secret = request.headers.get(SECRET_HEADER)
+        return secret is not None and compare_digest(secret.encode(), str(required).encode())
+    return False
 
 
 def _respond(extension: str, result: Any) -> Response:

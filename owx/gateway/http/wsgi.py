@@ -25,7 +25,9 @@ from owx.gateway.http.messages import Request, Response, error_response
 
 log = logging.getLogger(__name__)
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
-KEPT_HEADERS = ("x-request-id", "x-openwhisk-activation-id")  # from the view's placeholder to the final answer
+# from the view's placeholder to the final answer (a web action's CORS headers too)
+KEPT_HEADERS = ("x-request-id", "x-openwhisk-activation-id", "access-control-allow-origin",
+                "access-control-allow-methods", "access-control-allow-headers")
 
 
 class WsgiBridge:
