@@ -61,6 +61,7 @@ class RunRequest:
     api_host: str | None = None  # where the action reaches the gateway (owx's SDK, Canary's client)
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. canary function id, store location
     reservation: str | None = None  # a ledger holder whose memory this activation's new container may take
+    action_version: str | None = None  # the action's version (``__OW_ACTION_VERSION``)
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -75,6 +76,8 @@ class RunRequest:
             body["api_key"] = self.api_key
         if self.api_host:
             body["api_host"] = self.api_host
+        if self.action_version:
+            body["action_version"] = self.action_version
         body.update(self.extra_env)
         return body
 

@@ -57,8 +57,8 @@ if TYPE_CHECKING:
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
 RESERVED = "__owx"
 OPTIONS_KEY_ENV = "__OWX_OPTIONS_KEY"
-RESERVED_FIELDS = frozenset({"api_key", "api_host", "namespace", "action_name", "activation_id", "transaction_id",
-                             "deadline", "canary_function_id", "canary_store", "canary_interval"})
+RESERVED_FIELDS = frozenset({"api_key", "api_host", "namespace", "action_name", "action_version", "activation_id",
+                             "transaction_id", "deadline", "canary_function_id", "canary_store", "canary_interval"})
 MEMORY_REPORT_PREFIX = "owx.memory-peak-bytes: "
 
 NOT_A_RESULT = "The action did not return a dictionary or array."

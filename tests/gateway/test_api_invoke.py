@@ -106,6 +106,16 @@ def test_invoke_bad_input(gateway, http):
     assert huge.status_code == 413 and "larger than allowed" in huge.json()["error"]
 
 
+def test_an_action_sees_its_version(gateway, http):
+    """``__OW_ACTION_VERSION`` is the action's version, as OpenWhisk's invoker gives it; an update bumps it."""
+    name = deploy(http, gateway, code="import os\ndef main(args):\n    return {'version': os.environ.get('__OW_ACTION_VERSION'), 'name': os.environ.get('__OW_ACTION_NAME')}\n")
+    invoke = gateway.api(f"actions/{name}")
+    first = http.post(invoke, params={"blocking": "true", "result": "true"}, json={}).json()
+    assert first == {"version": "0.0.1", "name": f"/{gateway.namespace}/{name}"}
+    assert http.put(invoke, params={"overwrite": "true"}, json={"limits": {"memory": 128}}).ok
+    assert http.post(invoke, params={"blocking": "true", "result": "true"}, json={}).json()["version"] == "0.0.2"
+
+
 def test_blocking_caller_waits_at_most_its_timeout(gateway, http):
     """``timeout`` (ms) bounds a blocking caller's wait, as OpenWhisk's: past it the answer is a 202 and
     the activation goes on to its record; it must be 1 up to the configured wait (60,000 ms here)."""

@@ -85,6 +85,18 @@ def test_an_action_deleted_upstream_behind_owx_is_deployed_again(wrapper: Gatewa
     assert [a["name"] for a in upstream_actions(upstream) if a["name"].startswith(f"{name}@")] == [deployed]
 
 
+def test_an_action_sees_its_owx_version(wrapper: GatewayProcess) -> None:
+    """Upstream, each revision is a deployment of its own at version 0.0.1; the action still sees owx's."""
+    http = wrapper.session()
+    name = f"version-{uuid.uuid4().hex[:6]}"
+    invoke = wrapper.api(f"actions/{name}")
+    assert http.put(invoke, json={"exec": {"kind": "python:3", "code": "import os\ndef main(args):\n    return {'version': os.environ.get('__OW_ACTION_VERSION'), 'name': os.environ.get('__OW_ACTION_NAME')}\n"}}).ok
+    assert http.put(invoke, params={"overwrite": "true"}, json={"limits": {"memory": 192}}).ok
+    for _ in range(2):  # deployed by the first run, warm for the second
+        seen = http.post(invoke, params={"blocking": "true", "result": "true"}, json={}).json()
+        assert seen == {"version": "0.0.2", "name": f"/guest/{name}"}
+
+
 def test_an_array_result_comes_through(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:
     """The upstream answers an array result alone, without its record (OpenWhisk's): owx reads the
     record the answer's activation id names, on the first (deploying) run and on warm ones."""

@@ -326,6 +326,7 @@ class Invoker:
             deadline_ms=records.now_ms() + activation.plan.spec.timeout_ms,
             api_key=activation.identity.auth if activation.plan.gets_api_key else None,
             api_host=self.api_host,
+            action_version=activation.plan.facts.version,
         )
 
     # -- execution (worker threads) ---------------------------------------------------------------
