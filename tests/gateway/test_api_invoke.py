@@ -116,6 +116,20 @@ def test_an_action_sees_its_version(gateway, http):
     assert http.post(invoke, params={"blocking": "true", "result": "true"}, json={}).json()["version"] == "0.0.2"
 
 
+def test_module_code_sees_the_activation_environment_at_init(gateway, http):
+    """The ``__OW_*`` variables of the activation a container starts for are set before the action's
+    module code runs (OpenWhisk's invoker passes them to /init); later runs see their own."""
+    code = ("import os\nAT_INIT = (os.environ['__OW_NAMESPACE'], os.environ['__OW_ACTIVATION_ID'])\n"
+            "def main(args):\n    return {'at_init': list(AT_INIT), 'now': os.environ['__OW_ACTIVATION_ID']}\n")
+    name = deploy(http, gateway, code=code)
+    first = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={})
+    assert first.status_code == 200, first.text
+    result = first.json()["response"]["result"]
+    assert result["at_init"] == [gateway.namespace, first.json()["activationId"]] == [gateway.namespace, result["now"]]
+    warm = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={}).json()
+    assert warm["response"]["result"]["now"] == warm["activationId"] != result["now"]
+
+
 def test_blocking_caller_waits_at_most_its_timeout(gateway, http):
     """``timeout`` (ms) bounds a blocking caller's wait, as OpenWhisk's: past it the answer is a 202 and
     the activation goes on to its record; it must be 1 up to the configured wait (60,000 ms here)."""

@@ -49,6 +49,7 @@ from owx.platform.types import (
     RunOutcome,
     RunRequest,
 )
+from owx.runtimes.activation_env import ow_env
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,8 @@ class ContainerPool:
         slot = grant.slot
         init_ms = None
         if slot is None or grant.from_stem:
-            slot, failed = self._start_for(spec, request.action_name, grant, started)
+            slot, failed = self._start_for(spec, request.action_name, grant, started,
+                                           activation_env=ow_env(request.payload()))
             if failed is not None:
                 failed.wait_ms = wait_ms
                 return failed
@@ -445,9 +447,12 @@ class ContainerPool:
 
     # -- container start ---------------------------------------------------------------
     def _start_for(
-        self, spec: ActionSpec, name: str, grant: _Grant, started: float, state: ContainerState = "warm"
+        self, spec: ActionSpec, name: str, grant: _Grant, started: float, state: ContainerState = "warm",
+        activation_env: dict[str, str] | None = None,
     ) -> tuple[Slot | None, RunOutcome | None]:
-        """Make (or adapt a stem cell into) an initialised container for ``spec``."""
+        """Make (or adapt a stem cell into) an initialised container for ``spec``. ``activation_env``:
+        the ``__OW_*`` variables of the activation it starts for, which the action's module code sees
+        at init (OpenWhisk's invoker gives them there too)."""
         self._evict(grant)
         slot = grant.slot
         try:
@@ -473,7 +478,8 @@ class ContainerPool:
         container = slot.container
         container.assign(spec.namespace)
         container.logs.limit_bytes = spec.logs_bytes
-        value = {"name": name, "main": spec.main, "code": spec.code or "", "binary": spec.binary, "env": spec.env}
+        value = {"name": name, "main": spec.main, "code": spec.code or "", "binary": spec.binary,
+                 "env": {**spec.env, **(activation_env or {})}}
         try:
             response = container.init(value, spec.timeout_ms / 1000)
         except ProxyTimeout:
