@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,7 @@ from owx.platform.openwhisk.platform import OpenWhiskPlatform
 from owx.platform.settings import UpstreamSettings
 from owx.platform.types import ActionSpec
 from tests.fixtures.polling import wait_for
+from tests.upstream.conftest import UPSTREAM_AUTH
 
 NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
 FLOW = Path(__file__).resolve().parents[1] / "gateway" / "npm_client_flow.js"
@@ -95,6 +97,37 @@ def test_an_action_sees_its_owx_version(wrapper: GatewayProcess) -> None:
     for _ in range(2):  # deployed by the first run, warm for the second
         seen = http.post(invoke, params={"blocking": "true", "result": "true"}, json={}).json()
         assert seen == {"version": "0.0.2", "name": f"/guest/{name}"}
+
+
+SLEEPER = "import time\ndef main(args):\n    time.sleep(args.get('s', 0))\n    return {'slept': args.get('s', 0)}\n"
+
+
+def test_activations_outlasting_the_upstreams_wait_hold_no_thread(workdir: Path) -> None:
+    """An activation the upstream stops waiting for (202) is polled for its record from owx's event
+    loop: as many long activations as the loop's default executor has threads (what they held
+    before, each until it ended) leave a short one's record as prompt as ever."""
+    upstream = start_gateway_process(workdir / "impatient-upstream", args=["--no-extensions"], auth=UPSTREAM_AUTH,
+                                     env={"OWX_GATEWAY__BLOCKING_WAIT_S": "0.5", "OWX_PLATFORM__STEM_CELLS": "0"})
+    front = start_gateway_process(workdir / "patient-front", args=["--no-extensions", "--upstream", upstream.url,
+                                                                   "--upstream-auth", UPSTREAM_AUTH])
+    try:
+        http = front.session()
+        invoke = front.api("actions/sleeper")
+        assert http.put(invoke, json={"exec": {"kind": "python:3", "code": SLEEPER}, "limits": {"memory": 128}}).ok
+        assert http.post(invoke, params={"blocking": "true"}, json={}).json()["response"]["success"]  # deployed
+        default_threads = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default size
+        for _ in range(default_threads):
+            assert http.post(invoke, json={"s": 25}).status_code == 202
+        time.sleep(1.5)  # the upstream has answered each of them 202: owx polls for their records
+        started = time.monotonic()
+        short = http.post(invoke, json={"s": 2}).json()["activationId"]
+        record = wait_for(lambda: (lambda a: a.json() if a.status_code == 200 else None)(
+            http.get(front.api(f"activations/{short}"))), timeout=20, what="the short activation's record")
+        assert record["response"]["result"] == {"slept": 2}
+        assert time.monotonic() - started < 10, "the short activation waited for a long one to end"
+    finally:
+        front.stop()
+        upstream.stop()
 
 
 def test_an_array_result_comes_through(wrapper: GatewayProcess, upstream: GatewayProcess) -> None:

@@ -130,22 +130,15 @@ class UpstreamClient:
     async def invoke_async(self, path: str, body: dict[str, Any], wait_s: float) -> Answer:
         """:meth:`invoke` blocking, from the event loop that made the first such call, without a thread:
         the same answers and errors."""
-        if self._loop_pool is None:
-            self._loop = asyncio.get_running_loop()
-            # no busy poll: an upstream answers in milliseconds, and polling for it only takes a core
-            # from the loop's other work (and, on a shared machine, from the upstream)
-            self._loop_pool = AsyncKeepAlivePool(self._connect_async, POOL_SIZE, answers_soon=False)
-        data = self._request("POST", self._path(f"/actions/{quote(path)}"), {"blocking": "true"}, body)
-        try:
-            response = await self._loop_pool.request(data, wait_s, MAX_ANSWER_BYTES)
-        except (AnswerTimeout, ExchangeFailed) as exc:
-            raise self._lost(exc) from exc
-        except OSError as exc:
-            raise self._unreachable(exc) from exc
-        return self._answer(response.status, response.body, response.headers.get(ACTIVATION_HEADER))
+        return await self._send_async("POST", f"/actions/{quote(path)}", {"blocking": "true"}, body, wait_s)
 
     def activation(self, activation_id: str) -> Answer:
         return self.call("GET", f"/activations/{quote(activation_id)}")
+
+    async def activation_async(self, activation_id: str) -> Answer:
+        """:meth:`activation` from the event loop, as :meth:`invoke_async`."""
+        return await self._send_async("GET", f"/activations/{quote(activation_id)}", None, None,
+                                      self.settings.timeout_s)
 
     # -- transport -------------------------------------------------------------------------------
     def call(self, method: str, route: str, params: dict[str, str] | None = None, body: Any = None,
@@ -159,6 +152,23 @@ class UpstreamClient:
         data = self._request(method, path, params, body)
         try:
             response = self._pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=method in IDEMPOTENT)
+        except (AnswerTimeout, ExchangeFailed) as exc:
+            raise self._lost(exc) from exc
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+        return self._answer(response.status, response.body, response.headers.get(ACTIVATION_HEADER))
+
+    async def _send_async(self, method: str, route: str, params: dict[str, str] | None, body: Any,
+                          timeout: float) -> Answer:
+        if self._loop_pool is None:
+            self._loop = asyncio.get_running_loop()
+            # no busy poll: an upstream answers in milliseconds, and polling for it only takes a core
+            # from the loop's other work (and, on a shared machine, from the upstream)
+            self._loop_pool = AsyncKeepAlivePool(self._connect_async, POOL_SIZE, answers_soon=False)
+        data = self._request(method, self._path(route), params, body)
+        try:
+            response = await self._loop_pool.request(data, timeout, MAX_ANSWER_BYTES,
+                                                     retry_on_new=method in IDEMPOTENT)
         except (AnswerTimeout, ExchangeFailed) as exc:
             raise self._lost(exc) from exc
         except OSError as exc:

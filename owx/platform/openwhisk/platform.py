@@ -12,12 +12,14 @@ is one node, ``upstream``, whose budget is the memory its invokers give owx
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -81,7 +83,9 @@ class OpenWhiskPlatform(Platform):
     async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
         """:meth:`run` from the gateway's event loop, without a thread, once ``spec``'s revision is
         deployed upstream (None before: its first run deploys it on a thread). An invocation the
-        upstream stopped waiting for is polled on a thread, as one it lost (404) is deployed again."""
+        upstream stopped waiting for (one that runs longer than a minute) is polled from the loop
+        too, so however many there are they hold no thread; one it lost (404) is deployed again on
+        a thread."""
         target = upstream_name(self.settings.prefix, spec)
         if request.reservation or target.path not in self._deployed:
             return None
@@ -90,7 +94,7 @@ class OpenWhiskPlatform(Platform):
             self._forget_deployment(target)
             return await run_on_thread(None, self.run, spec, request)
         pending = _pending(answer)
-        return await run_on_thread(None, self._await, pending, spec) if pending is not None else _recorded(answer)
+        return await self._await_async(pending, spec) if pending is not None else _recorded(answer)
 
     def nodes(self) -> list[NodeInfo]:
         return [NodeInfo(NODE, True, self.settings.user_memory_mb * MB, None, self.name)]
@@ -177,22 +181,30 @@ class OpenWhiskPlatform(Platform):
             self._packages.discard(target.package)
 
     def _await(self, activation_id: str, spec: ActionSpec) -> RunOutcome:
-        """Poll for the record of an activation the upstream stopped waiting for."""
-        started = time.monotonic()
-        deadline = started + spec.timeout_ms / 1000 + RESULT_GRACE_S
-        while time.monotonic() < deadline:
+        """Poll for the record of an activation the upstream stopped waiting for (on a thread)."""
+        for wait_s in _polls(spec, self.settings.poll_s):
             try:
-                answer = self.client.activation(activation_id)
+                answer: Answer | None = self.client.activation(activation_id)
             except PlatformError as exc:
-                if exc.status != 503:
-                    raise
-                answer = None  # the upstream is away for a moment: its record may still come
-            if answer is not None and answer.status == 200 and is_record(answer.body):
-                return outcome_of(answer.body)
-            time.sleep(backoff(self.settings.poll_s, started))
-        now = int(time.time() * 1000)
-        return RunOutcome(INTERNAL_ERROR, {"error": NO_RECORD.format(id=activation_id, s=RESULT_GRACE_S)}, [],
-                          now, now, node=NODE, annotations=[{"key": "upstreamActivationId", "value": activation_id}])
+                _raise_unless_away(exc)
+                answer = None  # its record may still come
+            if _is_record_answer(answer):
+                return outcome_of(answer.body)  # type: ignore[union-attr]
+            time.sleep(wait_s)
+        return _no_record(activation_id)
+
+    async def _await_async(self, activation_id: str, spec: ActionSpec) -> RunOutcome:
+        """:meth:`_await` from the event loop."""
+        for wait_s in _polls(spec, self.settings.poll_s):
+            try:
+                answer: Answer | None = await self.client.activation_async(activation_id)
+            except PlatformError as exc:
+                _raise_unless_away(exc)
+                answer = None  # its record may still come
+            if _is_record_answer(answer):
+                return outcome_of(answer.body)  # type: ignore[union-attr]
+            await asyncio.sleep(wait_s)
+        return _no_record(activation_id)
 
     def _fire(self, target: UpstreamName, body: dict[str, Any]) -> None:
         try:
@@ -209,6 +221,31 @@ class OpenWhiskPlatform(Platform):
                     self._deployed.discard(f"{package}/{name}")
         except PlatformError as exc:
             log.warning("could not delete the upstream deployments %s/%s*: %s", package, prefix, exc)
+
+
+def _polls(spec: ActionSpec, poll_s: float) -> Iterator[float]:
+    """The waits between polls for the record of an activation of ``spec``, until its time limit and
+    ``RESULT_GRACE_S`` are over (from ``poll_s``, growing to 1 s)."""
+    started = time.monotonic()
+    deadline = started + spec.timeout_ms / 1000 + RESULT_GRACE_S
+    while time.monotonic() < deadline:
+        yield backoff(poll_s, started)
+
+
+def _raise_unless_away(exc: PlatformError) -> None:
+    """A failed poll passes when the upstream is only away for a moment (503); anything else is raised."""
+    if exc.status != 503:
+        raise exc
+
+
+def _is_record_answer(answer: Answer | None) -> bool:
+    return answer is not None and answer.status == 200 and is_record(answer.body)
+
+
+def _no_record(activation_id: str) -> RunOutcome:
+    now = int(time.time() * 1000)
+    return RunOutcome(INTERNAL_ERROR, {"error": NO_RECORD.format(id=activation_id, s=RESULT_GRACE_S)}, [],
+                      now, now, node=NODE, annotations=[{"key": "upstreamActivationId", "value": activation_id}])
 
 
 def _action_body(spec: ActionSpec, options_key: str) -> dict[str, Any]:
