@@ -121,8 +121,11 @@ def test_activations_outlasting_the_upstreams_wait_hold_no_thread(workdir: Path)
         time.sleep(1.5)  # the upstream has answered each of them 202: owx polls for their records
         started = time.monotonic()
         short = http.post(invoke, json={"s": 2}).json()["activationId"]
-        record = wait_for(lambda: (lambda a: a.json() if a.status_code == 200 else None)(
-            http.get(front.api(f"activations/{short}"))), timeout=20, what="the short activation's record")
+        def short_record() -> dict | None:
+            answer = http.get(front.api(f"activations/{short}"))
+            return answer.json() if answer.status_code == 200 else None
+
+        record = wait_for(short_record, timeout=20, what="the short activation's record")
         assert record["response"]["result"] == {"slept": 2}
         assert time.monotonic() - started < 10, "the short activation waited for a long one to end"
     finally:

@@ -22,7 +22,6 @@ LIST_MAX_LIMIT = 200
 INT_RANGE = (-(2**31), 2**31 - 1)  # Java's Int: skip and limit
 LONG_RANGE = (-(2**63), 2**63 - 1)  # Java's Long: since and upto (epoch ms)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,20}", re.ASCII)
-_MILLISECONDS = re.compile(r"[+-]?0*[0-9]{1,10}", re.ASCII)  # as Java's Integer.parseInt reads them, bounded
 
 
 def gateway() -> Gateway:
@@ -72,7 +71,7 @@ def wait_timeout_s(raw: str | None, max_s: float) -> float:
     if raw is None:
         return max_s
     max_ms = int(max_s * 1000)
-    if _MILLISECONDS.fullmatch(raw) and 0 < int(raw) <= max_ms:
+    if _INTEGER.fullmatch(raw) and 0 < int(raw) <= max_ms:
         return int(raw) / 1000
     raise bad_request(errors.MALFORMED_QUERY.format(name="timeout", detail=errors.INVALID_TIMEOUT.format(max_ms=max_ms)))
 

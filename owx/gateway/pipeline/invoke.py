@@ -270,11 +270,10 @@ class Invoker:
         namespace = activation.identity.namespace
         try:
             await self._slots.take(namespace)
-            started_ms = records.now_ms()
             try:
                 ran = await self._outcome(activation)
             except Exception as exc:  # noqa: BLE001 - a bug of owx's is the activation's recorded error, never a lost record
-                ran = _failed_inside(activation, exc, started_ms)
+                ran = _failed_inside(activation, exc, activation.accepted_ms)
             finally:
                 self._slots.give_back(namespace)
             return await self._recorded(activation, ran)
