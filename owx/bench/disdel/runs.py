@@ -61,8 +61,9 @@ def inputs(shared: Path, job: JobRequest) -> Inputs:
 
 
 def builtin_model(job: JobRequest) -> dict:
-    """The model the runs train: the job's built-in one."""
-    return {"builtin": job.model.name, "shape": job.dataset.shape, "classes": job.dataset.classes, "learning_rate": 1e-3}
+    """The model the runs train: the job's built-in one, initialised from the job's seed."""
+    return {"builtin": job.model.name, "shape": job.dataset.shape, "classes": job.dataset.classes,
+            "learning_rate": job.learning_rate, "seed": job.seed}
 
 
 def phase_marks(phases: dict[str, float]) -> list[tuple[float, str]]:
@@ -81,8 +82,8 @@ def evaluate_params(job_dir: Path, weights: str, model: dict, eval_set: Path) ->
 
 
 def bare_process(job_dir: Path, model: dict, shard: Path, eval_set: Path, epochs: int, batch: int,
-                 prefix: str) -> EnvRun:
-    run = run_isolated("train", train_params(job_dir, "bare", model, shard, epochs, batch), prefix=prefix)
+                 prefix: str, key: str = "bare") -> EnvRun:
+    run = run_isolated("train", train_params(job_dir, key, model, shard, epochs, batch), prefix=prefix)
     if not run.ok:
         raise RuntimeError(f"bare-process training failed: {run.stderr[-2000:]}")
     scored = run_isolated("aggregate", evaluate_params(job_dir, run.result["weights"], model, eval_set), prefix=prefix)
