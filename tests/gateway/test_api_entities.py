@@ -22,9 +22,11 @@ def test_info_routes(gateway, http):
     assert requests.get(gateway.url + "/").json()["api_paths"] == ["/api/v1"]
     info = requests.get(gateway.url + "/api/v1").json()
     assert info["limits"]["max_action_memory"] == 512 * 1024 * 1024
+    fires = gateway.service.settings.gateway.trigger_fires_per_minute
+    assert info["limits"]["triggers_per_minute"] == fires
     assert http.get(gateway.url + "/api/v1/namespaces").json() == [gateway.namespace]
     limits = http.get(gateway.api("limits")).json()
-    assert limits["invocationsPerMinute"] > 0
+    assert limits["invocationsPerMinute"] > 0 and limits["firesPerMinute"] == fires
 
 
 def test_authentication_and_namespace(gateway, http):
@@ -104,6 +106,9 @@ def test_list_paging_count_and_delete(gateway, http):
     assert http.get(gateway.api("actions"), params={"limit": 201}).status_code == 400
     assert http.get(gateway.api("actions"), params={"skip": -1}).status_code == 400
     assert http.get(gateway.api("actions"), params={"limit": "ten"}).status_code == 400
+    past = http.get(gateway.api("actions"), params={"count": "true", "skip": 2}).json()["actions"]
+    assert past == total - 2  # OpenWhisk counts the entities past skip, and checks paging with count too
+    assert http.get(gateway.api("actions"), params={"count": "true", "limit": 201}).status_code == 400
     deleted = http.delete(gateway.api(f"actions/{names[0]}"))
     assert deleted.status_code == 200 and deleted.json()["name"] == names[0]
     assert http.delete(gateway.api(f"actions/{names[0]}")).status_code == 404
@@ -120,6 +125,11 @@ def test_packages_inherit_parameters(gateway, http):
     assert fetched["actions"][0]["namespace"] == f"{gateway.namespace}/{package}"
     result = http.post(gateway.api(f"actions/{package}/greet"), params={"blocking": "true", "result": "true"})
     assert result.json() == {"greeting": "hello pkg"}
+    activation_id = result.headers["X-OpenWhisk-Activation-Id"]
+    listed = http.get(gateway.api("activations"), params={"name": f"{package}/greet"}).json()
+    assert [x["activationId"] for x in listed] == [activation_id]  # `wsk activation list pkg/greet`
+    assert activation_id not in {x["activationId"] for x in http.get(gateway.api("activations"),
+                                                                       params={"name": "greet"}).json()}
     assert put(http, gateway, f"missing-{package}/greet", {"exec": {"kind": "python:3", "code": HELLO}}
                ).status_code == 404
     not_empty = http.delete(gateway.api(f"packages/{package}"))

@@ -136,6 +136,10 @@ def test_binding_invoke_merges_package_binding_action_and_request_parameters(ten
     assert record["namespace"] == b.namespace
     assert http_b.get(b.api(f"activations/{record['activationId']}")).status_code == 200
     assert http_a.get(a.api(f"activations/{record['activationId']}")).status_code == 404  # B's record, not A's
+    for name, filed in (("mine/echo", True), ("shared/echo", False), ("echo", False)):  # filed as binding/action
+        listed = http_b.get(b.api("activations"), params={"name": name, "limit": 200}).json()
+        assert (record["activationId"] in {x["activationId"] for x in listed}) == filed, name
+    assert http_b.get(b.api("activations"), params={"name": "mine/echo", "count": "true"}).json() == {"activations": 1}
 
     binding = http_b.get(b.api("packages/mine")).json()
     assert binding["name"] == "mine" and binding["binding"] == {"namespace": a.namespace, "name": "shared"}

@@ -82,6 +82,9 @@ def test_filters_name_since_upto_skip_limit(activations: ActivationStore) -> Non
         activations.put(activation("guest", "bye", start))
     packaged = activation("guest", "hello", 7500, annotations=[{"key": "path", "value": "guest/pkg/hello"}])
     activations.put(packaged)
+    bound = activation("guest", "hello", 8500, annotations=[{"key": "path", "value": "other/shared/hello"},
+                                                            {"key": "binding", "value": "guest/mine"}])
+    activations.put(bound)
 
     def starts(**kw: object) -> list[int]:
         return [r["start"] for r in activations.list("guest", **kw)]
@@ -89,15 +92,18 @@ def test_filters_name_since_upto_skip_limit(activations: ActivationStore) -> Non
     assert starts(name="hello") == list(range(10000, 0, -1000))
     assert starts(name="bye") == [5500, 1500]
     assert starts(name="pkg/hello") == [7500]  # packaged actions filter as pkg/action, like OpenWhisk
+    assert starts(name="mine/hello") == [8500]  # invoked through a binding: binding/action, like OpenWhisk
+    assert starts(name="shared/hello") == []
     assert starts(name="nope") == []
     assert starts(since=5000, upto=7500) == [7500, 7000, 6000, 5500, 5000]  # both bounds inclusive
     assert starts(name="hello", since=9000) == [10000, 9000]
     assert starts(name="hello", upto=2000) == [2000, 1000]
-    assert starts(skip=2, limit=3) == [8000, 7500, 7000]
+    assert starts(skip=2, limit=3) == [8500, 8000, 7500]
     assert starts(name="hello", skip=8, limit=5) == [2000, 1000]
     assert starts(skip=20) == []
-    assert activations.count("guest") == 13
+    assert activations.count("guest") == 14
     assert activations.count("guest", name="hello") == 10
+    assert activations.count("guest", name="mine/hello") == 1
     assert activations.count("guest", name="hello", since=3000, upto=6000) == 4
     assert activations.count("guest", since=11000) == 0
     with pytest.raises(InvalidInput):

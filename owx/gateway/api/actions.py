@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, model, paging
+from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, listing, model
 from owx.gateway.models import ActionBody
 from owx.gateway.names import check_name, parse_relative
 
@@ -21,10 +21,8 @@ def list_actions(ns: str):
 
 def _list(ns: str, package: str | None):
     catalog, me = gateway().catalog, caller().namespace
-    if flag("count"):
-        return jsonify(actions=catalog.count_actions(me, ns, package))
-    skip, limit = paging("actions")
-    return jsonify(catalog.list_actions(me, ns, package, skip, limit))
+    return listing("actions", lambda: catalog.count_actions(me, ns, package),
+                   lambda skip, limit: catalog.list_actions(me, ns, package, skip, limit))
 
 
 @blueprint.get("/<path:name>")

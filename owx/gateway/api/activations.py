@@ -15,15 +15,16 @@ blueprint = Blueprint("activations", __name__, url_prefix="/api/v1/namespaces/<n
 _ACTIVATION_ID = re.compile(r"\A[0-9a-f]{32}\Z")
 
 
-def _name_filter() -> tuple[str | None, str | None]:
-    """(simple name, package) of the ``name`` filter."""
+def _name_filter() -> str | None:
+    """The ``name`` filter: ``action``, or ``pkg/action`` (a package's or binding's name) for the
+    activations of an action invoked through that package; an unpackaged name leaves them out."""
     raw = request.args.get("name")
     if not raw:
-        return None, None
+        return None
     parts = raw.split("/")
     if len(parts) > 2 or not all(valid_name(p) for p in parts):
         raise bad_request(errors.BAD_NAME_FILTER.format(value=raw))
-    return (parts[1], parts[0]) if len(parts) == 2 else (parts[0], None)
+    return raw
 
 
 def _epoch(name: str) -> int | None:
@@ -39,24 +40,16 @@ def _epoch(name: str) -> int | None:
 def list_activations(ns: str):
     """Activations, newest first; filters ``name``, ``since``, ``upto`` (epoch ms); ``docs`` for full records."""
     ns = namespace(ns)
-    name, package = _name_filter()
+    name = _name_filter()
     since, upto = _epoch("since"), _epoch("upto")
     docs, count = flag("docs"), flag("count")
+    skip, limit = paging("activations")
     store = gateway().activations
     if count:
         if docs:
             raise bad_request(errors.DOCS_WITH_COUNT)
-        return jsonify(activations=store.count(ns, name, since, upto))
-    skip, limit = paging("activations")
-    found = store.list(ns, name, since, upto, skip, limit, docs)
-    if package:
-        path = f"{package}/{name}"
-        found = [r for r in found if _path(r).endswith(path)]
-    return jsonify(found)
-
-
-def _path(record: dict) -> str:
-    return next((a["value"] for a in record.get("annotations", ()) if a.get("key") == "path"), "")
+        return jsonify(activations=max(0, store.count(ns, name, since, upto) - skip))
+    return jsonify(store.list(ns, name, since, upto, skip, limit, docs))
 
 
 def _record(ns: str, activation_id: str) -> dict:

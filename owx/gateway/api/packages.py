@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, model, paging
+from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, listing, model
 from owx.gateway.models import PackageBody
 from owx.gateway.names import check_name
 
@@ -17,10 +17,8 @@ def list_packages(ns: str):
     """Packages and bindings of the namespace; of another namespace its published packages (``count=true``: how many)."""
     ns = any_namespace(ns)
     catalog, me = gateway().catalog, caller().namespace
-    if flag("count"):
-        return jsonify(packages=catalog.count_packages(me, ns))
-    skip, limit = paging("packages")
-    return jsonify(catalog.list_packages(me, ns, skip, limit))
+    return listing("packages", lambda: catalog.count_packages(me, ns),
+                   lambda skip, limit: catalog.list_packages(me, ns, skip, limit))
 
 
 @blueprint.get("/<name>")

@@ -103,10 +103,12 @@ def paging(collection: str) -> tuple[int, int]:
 
 
 def listing(collection: str, count: Callable[[], int], page: Callable[[int, int], list[Any]]) -> Response:
-    """A list endpoint's answer: ``{collection: n}`` with ``count=true``, else the page ``skip``/``limit`` ask for."""
+    """A list endpoint's answer: the page ``skip``/``limit`` ask for, or with ``count=true`` how many
+    entities there are past ``skip`` (as OpenWhisk counts)."""
+    skip, limit = paging(collection)
     if flag("count"):
-        return jsonify({collection: count()})
-    return jsonify(page(*paging(collection)))
+        return jsonify({collection: max(0, count() - skip)})
+    return jsonify(page(skip, limit))
 
 
 def body_bytes(max_bytes: int | None = None) -> bytes:

@@ -47,15 +47,15 @@ def to_accepted(entry: dict[str, Any]) -> AcceptedRow:
 
 
 def filter_name(doc: dict[str, Any]) -> str:
-    """The name `ActivationStore.list(name=...)` matches: ``pkg/action`` when the ``path``
-    annotation is ``ns/pkg/action`` (as OpenWhisk's filter view), else ``doc["name"]``."""
-    for annotation in doc.get("annotations") or ():
-        if isinstance(annotation, dict) and annotation.get("key") == "path":
-            value = annotation.get("value")
-            parts = value.split("/") if isinstance(value, str) else []
-            if len(parts) == 3 and all(parts):
-                return f"{parts[1]}/{parts[2]}"
-            break
+    """The name `ActivationStore.list(name=...)` matches, as OpenWhisk's filter view keys it:
+    ``binding/action`` for an action invoked through a binding (annotation ``binding`` =
+    ``ns/binding``), ``pkg/action`` for a packaged one (``path`` = ``ns/pkg/action``), else
+    ``doc["name"]``."""
+    found = {a.get("key"): a.get("value") for a in doc.get("annotations") or () if isinstance(a, dict)}
+    for key, length in (("binding", 2), ("path", 3)):
+        parts = found[key].split("/") if isinstance(found.get(key), str) else []
+        if len(parts) == length and all(parts):
+            return f"{parts[1]}/{doc['name']}"
     return doc["name"]
 
 
