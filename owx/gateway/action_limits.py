@@ -61,6 +61,7 @@ def system_limits(limits: ActionLimits, gateway: GatewaySettings, platform: Plat
     return {
         "actions_per_minute": gateway.invocations_per_minute,
         "concurrent_actions": gateway.concurrent_invocations,
+        "triggers_per_minute": gateway.trigger_fires_per_minute,
         "min_action_duration": limits.timeout_ms.min,
         "max_action_duration": limits.timeout_ms.max,
         "min_action_memory": limits.memory_mb.min * MB,

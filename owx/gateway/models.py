@@ -73,19 +73,27 @@ def _check_size(field: str, value: Any, allowed: int) -> None:
             raise too_big(field, size, allowed)
 
 
-class EntityBody(BaseModel):
-    """What actions and packages both carry."""
+class AnnotatedBody(BaseModel):
+    """What every entity's PUT body carries (a rule's has no more of these)."""
 
     model_config = ConfigDict(extra="ignore")
-    parameters: list[KeyValue] | None = None
     annotations: list[KeyValue] | None = None
     version: StrictStr | None = None
     publish: StrictBool | None = None
 
     def check_sizes(self) -> None:
         """413 with OpenWhisk's message when a field is larger than its limit (sizes as stored JSON)."""
-        _check_size("parameters", self.parameters, PARAMETER_SIZE_LIMIT)
         _check_size("annotations", self.annotations, PARAMETER_SIZE_LIMIT)
+
+
+class EntityBody(AnnotatedBody):
+    """What actions, packages and triggers carry."""
+
+    parameters: list[KeyValue] | None = None
+
+    def check_sizes(self) -> None:
+        _check_size("parameters", self.parameters, PARAMETER_SIZE_LIMIT)
+        super().check_sizes()
 
 
 class ActionBody(EntityBody):

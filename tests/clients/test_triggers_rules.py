@@ -58,6 +58,36 @@ def test_bad_trigger_requests_are_refused(http, gateway):
     assert too_big.status_code == 413 and too_big.json()["error"].startswith("Request larger than allowed")
 
 
+def test_trigger_and_rule_bodies_are_held_to_openwhisks_size_limits(http, gateway):
+    """A tenant cannot store megabytes in a trigger (which every fire would then carry) or a rule."""
+    big = [{"key": "blob", "value": "x" * (1024 * 1024)}]
+    trigger = _unique("trg")
+    refused = http.put(gateway.api(f"triggers/{trigger}"), json={"parameters": big})
+    assert refused.status_code == 413 and refused.json()["error"].startswith("parameters larger than allowed")
+    assert http.put(gateway.api(f"triggers/{trigger}"), json={"annotations": big}).status_code == 413
+    assert http.get(gateway.api(f"triggers/{trigger}")).status_code == 404  # nothing stored
+    created = http.put(gateway.api(f"triggers/{trigger}"), json={"limits": {"blob": "x" * 1000}})
+    assert created.status_code == 200 and created.json()["limits"] == {}  # OpenWhisk's trigger limits have no fields
+    action, rule = _unique("act"), _unique("rule")
+    _action(http, gateway, action)
+    body = {"trigger": f"/_/{trigger}", "action": f"/_/{action}", "annotations": big}
+    refused = http.put(gateway.api(f"rules/{rule}"), json=body)
+    assert refused.status_code == 413 and refused.json()["error"].startswith("annotations larger than allowed")
+    assert http.get(gateway.api(f"rules/{rule}")).status_code == 404
+
+
+def test_every_fire_counts_against_the_namespaces_fires_per_minute(gateway):
+    """As OpenWhisk's entitlement check: fires at a missing trigger count too, so a tenant cannot
+    make the gateway look up triggers without limit; another namespace is not held back."""
+    tenant = gateway.tenant(_unique("firer"))
+    allowed = gateway.service.settings.gateway.trigger_fires_per_minute
+    with tenant.session() as http:
+        statuses = [http.post(tenant.api("triggers/missing"), json={}).status_code for _ in range(allowed + 1)]
+    assert statuses[:allowed] == [404] * allowed and statuses[allowed] == 429
+    with gateway.session() as other:
+        assert other.post(gateway.api("triggers/missing"), json={}).status_code == 404
+
+
 def test_fire_without_active_rule_answers_204_and_records_nothing(http, gateway):
     name = _unique("trg")
     http.put(gateway.api(f"triggers/{name}"), json={})

@@ -48,6 +48,7 @@ def limits(ns: str):
     return jsonify(
         invocationsPerMinute=throttles.invocations_per_minute,
         concurrentInvocations=throttles.concurrent_invocations,
+        firesPerMinute=throttles.trigger_fires_per_minute,
         minActionMemory=limits.memory_mb.min * MB,
         maxActionMemory=limits.memory_mb.max * MB,
         minActionTimeout=limits.timeout_ms.min,

@@ -49,15 +49,20 @@ class TriggerFirer:
 
     def fire(self, identity: Identity, name: str, payload: dict[str, Any],
              headers: dict[str, str] | None = None) -> str | None:
-        """The trigger activation's id, or None when no rule of the trigger is active (404 if absent)."""
+        """The trigger activation's id, or None when no rule of the trigger is active (404 if absent).
+
+        Every fire counts against the namespace's fires per minute (429 over it), before the trigger
+        is even looked up, as OpenWhisk's entitlement check counts it: fires at triggers that do not
+        exist or have no active rule cost a lookup each, and are limited too.
+        """
+        self.rate.admit(identity.namespace)
+        self.rate.release(identity.namespace)  # a fire holds nothing while its actions run
         entity = self.triggers.entity(identity.namespace, name)
         if entity is None:
             raise not_found()
         rules: dict[str, dict[str, Any]] = entity.doc.get("rules") or {}
         if not any(link.get("status") == ACTIVE for link in rules.values()):
             return None
-        self.rate.admit(identity.namespace)  # counts the fire against firesPerMinute (429 over it)
-        self.rate.release(identity.namespace)  # a fire holds nothing while its actions run
         start_ms = records.now_ms()
         visible = {k.lower(): v for k, v in (headers or {}).items() if k.lower() not in PRIVATE_HEADERS}
         args = {**params_dict(entity.doc.get("parameters")), **({"__ow_headers": visible} if headers else {}),

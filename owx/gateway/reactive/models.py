@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, StrictStr, field_validator
 
-from owx.gateway.models import KeyValue
+from owx.gateway.models import AnnotatedBody, EntityBody
 from owx.gateway.names import EntityPath, parse_fqn
 
 ACTIVE = "active"
@@ -14,15 +14,9 @@ INACTIVE = "inactive"
 RuleStatus = Literal["active", "inactive"]
 
 
-class TriggerBody(BaseModel):
-    """Body of ``PUT .../triggers/NAME``; absent fields keep their values on update."""
-
-    model_config = ConfigDict(extra="ignore")
-    parameters: list[KeyValue] | None = None
-    annotations: list[KeyValue] | None = None
-    limits: dict[str, Any] | None = None
-    version: StrictStr | None = None
-    publish: StrictBool | None = None
+class TriggerBody(EntityBody):
+    """Body of ``PUT .../triggers/NAME``; absent fields keep their values on update. Its
+    ``limits`` are ignored: OpenWhisk's trigger limits have no fields, so a trigger stores ``{}``."""
 
 
 class EntityRef(BaseModel):
@@ -33,15 +27,11 @@ class EntityRef(BaseModel):
     name: StrictStr
 
 
-class RuleBody(BaseModel):
+class RuleBody(AnnotatedBody):
     """Body of ``PUT .../rules/NAME``: the trigger and the action, as ``/ns/[pkg/]name`` or ``{path, name}``."""
 
-    model_config = ConfigDict(extra="ignore")
     trigger: StrictStr | EntityRef | None = None
     action: StrictStr | EntityRef | None = None
-    annotations: list[KeyValue] | None = None
-    version: StrictStr | None = None
-    publish: StrictBool | None = None
 
 
 class StatusBody(BaseModel):

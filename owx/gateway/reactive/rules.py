@@ -34,6 +34,7 @@ class RuleCatalog:
         self.triggers = triggers
 
     def put(self, identity: Identity, name: str, body: RuleBody, overwrite: bool) -> dict[str, Any]:
+        body.check_sizes()
         namespace = identity.namespace
         current = self.store.get(namespace, RULES, name)
         if current is not None and not overwrite:

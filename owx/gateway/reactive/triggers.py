@@ -43,6 +43,7 @@ class TriggerCatalog:
         self.store = store
 
     def put(self, namespace: str, name: str, body: TriggerBody, overwrite: bool) -> dict[str, Any]:
+        body.check_sizes()
         current = self.store.get(namespace, TRIGGERS, name)
         if current is not None and not overwrite:
             raise ApiError(409, errors.ALREADY_EXISTS)
@@ -54,7 +55,7 @@ class TriggerCatalog:
             "publish": body.publish if body.publish is not None else old.get("publish", False),
             "parameters": _items(body.parameters, old.get("parameters", [])),
             "annotations": _items(body.annotations, old.get("annotations", [])),
-            "limits": body.limits if body.limits is not None else old.get("limits", {}),
+            "limits": {},
         }
         if "rules" in old:
             doc["rules"] = old["rules"]
