@@ -34,6 +34,21 @@ def _kv(items: list[KeyValue] | None) -> list[dict[str, Any]] | None:
     return None if items is None else [item.entry() for item in items]
 
 
+def _action_parameters(exec_doc: dict[str, Any], body: ActionBody, current: dict[str, Any] | None) -> list[Any]:
+    """An action's stored parameters. A sequence's are OpenWhisk's ``_actions`` (its components),
+    whatever the body says: its input goes to its first component without parameters of its own."""
+    if exec_doc["kind"] == "sequence":
+        if body.exec is None and current is not None:
+            return current["parameters"]
+        return [{"key": "_actions", "value": list(exec_doc["components"])}]
+    given = _kv(body.parameters)
+    if given is not None:
+        return given
+    if current is None or current["exec"]["kind"] == "sequence":
+        return []
+    return current.get("parameters", [])
+
+
 def _set_annotation(annotations: list[dict[str, Any]], key: str, value: Any, keep: bool = False) -> None:
     for item in annotations:
         if item["key"] == key:
@@ -98,8 +113,9 @@ class ResolvedAction:
         """The action's input: ``given`` over its parameters. An init parameter is the container's
         environment, set by the action's owner: a caller's argument of that name is dropped (OpenWhisk
         would make it the environment of a new container). An array (a sequence's previous result)
-        is the input as it is, without the parameters (OpenWhisk's)."""
-        if isinstance(given, list):
+        is the input as it is, without the parameters (OpenWhisk's); so is a sequence's input, whose
+        first component merges its own parameters."""
+        if isinstance(given, list) or self.kind == "sequence":  # a sequence passes on its input alone
             return given
         merged = {**self.parameters, **given}
         return {k: v for k, v in merged.items() if k not in self.init_parameters} if self.init_parameters else merged
@@ -179,7 +195,6 @@ class Catalog:
             annotations = [dict(a) for a in (current or {}).get("annotations", [])]
         _set_annotation(annotations, "exec", exec_doc["kind"])
         _set_annotation(annotations, "provide-api-key", False, keep=True)
-        parameters = _kv(body.parameters)
         return {
             "namespace": f"{path.namespace}/{path.package}" if path.package else path.namespace,
             "name": path.name,
@@ -187,7 +202,7 @@ class Catalog:
             "publish": body.publish if body.publish is not None else (current or {}).get("publish", False),
             "exec": exec_doc,
             "annotations": annotations,
-            "parameters": parameters if parameters is not None else (current or {}).get("parameters", []),
+            "parameters": _action_parameters(exec_doc, body, current),
             "limits": merge_limits((current or {}).get("limits"), body.limits, self.limits),
         }
 

@@ -178,6 +178,23 @@ def test_a_sequence_passes_an_array_result_on(gateway, http):
     assert record["response"]["result"] == [7, "x"] and len(record["logs"]) == 2
 
 
+def test_a_sequences_parameters_are_its_components_as_in_openwhisk(gateway, http):
+    """OpenWhisk stores a sequence's parameters as ``_actions`` (its components) and hands the first
+    component the request's input alone, which that component merges with its own parameters."""
+    echo = deploy(http, gateway, code="def main(args):\n    return args\n", parameters=[{"key": "own", "value": 1}])
+    seq = f"seq-{uuid.uuid4().hex[:8]}"
+    created = http.put(gateway.api(f"actions/{seq}"), json={"exec": {"kind": "sequence", "components": [echo]},
+                                                           "parameters": [{"key": "p", "value": "seq"}]})
+    assert created.status_code == 200, created.text
+    components = [f"/{gateway.namespace}/{echo}"]
+    assert created.json()["parameters"] == [{"key": "_actions", "value": components}]
+    answer = http.post(gateway.api(f"actions/{seq}"), params={"blocking": "true", "result": "true"}, json={"x": 2})
+    assert answer.status_code == 200 and answer.json() == {"own": 1, "x": 2}, answer.text
+    updated = http.put(gateway.api(f"actions/{seq}"), params={"overwrite": "true"},
+                       json={"parameters": [{"key": "p", "value": "again"}]})
+    assert updated.status_code == 200 and updated.json()["parameters"] == [{"key": "_actions", "value": components}]
+
+
 def test_a_failure_inside_owx_is_recorded_not_lost(gateway, http, monkeypatch):
     """Whatever fails inside owx while an activation runs (here: reading a sequence's component from
     the store), the caller gets a 500 and the activation a record saying so."""

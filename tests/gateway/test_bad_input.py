@@ -207,3 +207,26 @@ def test_nested_sequences_are_checked_whole(gateway, deployed):
     assert long.status_code == 400 and long.json()["error"] == "Too many actions in the sequence."
     ran = deployed.post(gateway.api(f"actions/b-{s}"), params={"blocking": "true", "result": "true"}, json={"k": 1})
     assert ran.status_code == 200 and ran.json() == {"k": 1}
+
+
+def test_a_sequence_runs_at_most_50_actions_however_its_components_changed(gateway, deployed):
+    """Creation sees the nesting as it is then; a component turned into a sequence afterwards must
+    not multiply one invoke (50 components of 50 of 50... is 50^depth activations): as OpenWhisk,
+    the topmost sequence stops with an application error once 50 atomic actions ran."""
+    s = uuid.uuid4().hex[:6]
+    assert deployed.put(gateway.api(f"actions/inner-{s}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    outer = deployed.put(gateway.api(f"actions/outer-{s}"),
+                         json={"exec": {"kind": "sequence", "components": [f"inner-{s}"] * 50}})
+    assert outer.status_code == 200, outer.text
+    turned = deployed.put(gateway.api(f"actions/inner-{s}"), params={"overwrite": "true"},
+                          json={"exec": {"kind": "sequence", "components": ["echo", "echo"]}})
+    assert turned.status_code == 200, turned.text
+    ran = deployed.post(gateway.api(f"actions/outer-{s}"), params={"blocking": "true"}, json={"k": 1})
+    assert ran.status_code == 502, ran.text
+    record = gateway.wait_record(deployed, ran.headers["x-openwhisk-activation-id"])
+    assert record["response"]["status"] == "application error"
+    assert record["response"]["result"] == {"error": "Too many actions in the sequence."}
+    assert len(record["logs"]) == 25  # 25 inner sequences of 2 actions each ran; the 26th did not start
+    echoes = deployed.get(gateway.api("activations"), params={"name": "echo", "since": record["start"],
+                                                              "limit": 200}).json()
+    assert len([a for a in echoes if a.get("cause")]) == 50

@@ -31,9 +31,10 @@ from typing import Any, NamedTuple, Protocol
 
 from owx.common.eventloop import EventLoopThread, run_on_thread
 from owx.gateway.catalog import Catalog, ResolvedAction, annotation
-from owx.gateway.errors import SYSTEM_UNAVAILABLE, ApiError, bad_request
+from owx.gateway.errors import SEQUENCE_TOO_LONG, SYSTEM_UNAVAILABLE, ApiError, bad_request
 from owx.gateway.identity import Identity
 from owx.gateway.ids import new_id
+from owx.gateway.models import MAX_SEQUENCE_LENGTH
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
@@ -110,6 +111,13 @@ class Running(NamedTuple):
 
     activation_id: str
     done: asyncio.Task[Completion]
+
+
+@dataclass
+class _AtomicCount:
+    """How many atomic actions a topmost sequence has run so far, its nested sequences' included."""
+
+    ran: int = 0
 
 
 class _Ran(NamedTuple):
@@ -341,14 +349,22 @@ class Invoker:
         except Exception as exc:  # noqa: BLE001 - the platform failed, not the action
             return _failed_inside(activation, exc, now_ms)
 
-    def _sequence(self, activation: Activation) -> _Ran:
+    def _sequence(self, activation: Activation, count: _AtomicCount | None = None) -> _Ran:
         """Run the components in order, each with the previous result; the sequence ends with the last
         one run, lists the components' activation ids as its logs, and lasts as long as they did
-        together (OpenWhisk's)."""
+        together (OpenWhisk's).
+
+        As in OpenWhisk, a topmost sequence runs at most ``MAX_SEQUENCE_LENGTH`` atomic actions, its
+        nested sequences' counted as they run: creation checks the nesting as it is then, but an inner
+        sequence updated later could otherwise multiply an invoke into 50^depth activations."""
+        count = count or _AtomicCount()
         start_ms = records.now_ms()
         component_ids: list[str] = []
         duration, value, last, failure = 0, activation.args, None, None
         for reference in activation.action.doc["exec"]["components"]:
+            if count.ran >= MAX_SEQUENCE_LENGTH:
+                failure = {"error": SEQUENCE_TOO_LONG}
+                break
             try:
                 component = self.catalog.resolve(parse_fqn(reference, activation.identity.namespace),
                                                  activation.identity.namespace)
@@ -357,7 +373,12 @@ class Invoker:
                 break
             child = Activation(new_id(), activation.identity, component, self.plan(component),
                                component.arguments(value), cause=activation.id)
-            completion, stored = self._store(child, self._run(child))  # on this thread: no slot, no admission
+            if component.kind == "sequence":
+                ran = self._sequence(child, count)
+            else:
+                count.ran += 1
+                ran = self._run(child)
+            completion, stored = self._store(child, ran)  # on this thread: no slot, no admission
             stored.result(DURABLE_WAIT_S)
             last = self._observed(completion).record
             component_ids.append(child.id)
