@@ -14,10 +14,12 @@ INTERNAL_ERROR: Status = "whisk internal error"
 
 # OpenWhisk's own wording for platform-detected failures.
 TIMEOUT_MESSAGE = "The action exceeded its time limits of {ms} milliseconds."
+INIT_TIMEOUT_MESSAGE = "The action exceeded its time limits of {ms} milliseconds during initialization."
 OOM_MESSAGE = "The action exhausted its memory and was aborted."
 EXITED_MESSAGE = "The action did not produce a valid response and exited unexpectedly."
 INIT_EXITED_MESSAGE = "The action did not initialize and exited unexpectedly."
-INVALID_RESPONSE_MESSAGE = "The action did not produce a valid JSON response: {body}"
+INVALID_RESPONSE_MESSAGE = "The action did not produce a valid JSON or JSON Array response"
+INVALID_INIT_MESSAGE = "The action failed during initialization"
 LOG_TRUNCATED_MESSAGE = "Logs were truncated because the total bytes size exceeds the limit of {limit} bytes."
 
 

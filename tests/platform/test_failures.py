@@ -12,6 +12,7 @@ from owx.platform.embedded.logs import SENTINEL
 from owx.platform.types import (
     DEVELOPER_ERROR,
     EXITED_MESSAGE,
+    INIT_TIMEOUT_MESSAGE,
     LOG_TRUNCATED_MESSAGE,
     OOM_MESSAGE,
     SUCCESS,
@@ -32,6 +33,16 @@ def test_timeout_kills_the_container(make_platform):
     assert platform.containers() == []
     again = platform.run(action, request())  # a fresh container, not the killed one
     assert again.container_id != outcome.container_id
+
+
+def test_a_timeout_while_loading_says_so(make_platform):
+    """Module code that outlasts the action's timeout: OpenWhisk's init-timeout wording, and a timeout."""
+    platform = make_platform()
+    outcome = platform.run(spec("import time\ntime.sleep(30)\ndef main(args):\n    return {}\n", timeout_ms=400),
+                           request())
+    assert outcome.status == DEVELOPER_ERROR and outcome.failure == "timeout"
+    assert outcome.result == {"error": INIT_TIMEOUT_MESSAGE.format(ms=400)}
+    assert platform.containers() == []
 
 
 def test_oom_kill_is_recognised(make_platform):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from owx.platform.embedded.proxy import ProxyResponse
 from owx.platform.types import (
     APPLICATION_ERROR,
     DEVELOPER_ERROR,
+    INVALID_INIT_MESSAGE,
     INVALID_RESPONSE_MESSAGE,
     SUCCESS,
     Status,
@@ -31,7 +33,7 @@ def classify_run(response: ProxyResponse) -> tuple[Status, dict[str, Any] | list
         return SUCCESS, body
     if response.is_json and isinstance(body, dict) and "error" in body:
         return DEVELOPER_ERROR, {"error": body["error"]}
-    return DEVELOPER_ERROR, {"error": INVALID_RESPONSE_MESSAGE.format(body=_echo(body))}
+    return DEVELOPER_ERROR, {"error": _with_body(INVALID_RESPONSE_MESSAGE, body)}
 
 
 def init_error(response: ProxyResponse) -> dict[str, Any]:
@@ -39,13 +41,14 @@ def init_error(response: ProxyResponse) -> dict[str, Any]:
     body = response.body
     if response.is_json and isinstance(body, dict) and "error" in body:
         return {"error": body["error"]}
-    return {"error": f"The action failed to initialize: {_echo(body)}"}
+    return {"error": _with_body(INVALID_INIT_MESSAGE, body)}
 
 
 def error(message: str) -> dict[str, Any]:
     return {"error": message}
 
 
-def _echo(body: Any) -> str:
-    text = body if isinstance(body, str) else repr(body)
-    return text[:MAX_ECHOED_BODY]
+def _with_body(message: str, body: Any) -> str:
+    """OpenWhisk's ``message: <the body as sent>`` (its start), or ``message.`` for an empty one."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    return f"{message}: {text[:MAX_ECHOED_BODY]}" if text else f"{message}."

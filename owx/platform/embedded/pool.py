@@ -40,6 +40,7 @@ from owx.platform.types import (
     INIT_EXITED_MESSAGE,
     INTERNAL_ERROR,
     OOM_MESSAGE,
+    INIT_TIMEOUT_MESSAGE,
     TIMEOUT_MESSAGE,
     ActionSpec,
     ContainerDeath,
@@ -484,7 +485,8 @@ class ContainerPool:
             response = container.init(value, spec.timeout_ms / 1000)
         except ProxyTimeout:
             container.kill("timeout")
-            return slot, self._fail_slot(slot, spec, started, TIMEOUT_MESSAGE.format(ms=spec.timeout_ms), "timeout")
+            return slot, self._fail_slot(slot, spec, started, INIT_TIMEOUT_MESSAGE.format(ms=spec.timeout_ms),
+                                         "timeout")
         except ProxyUnreachable as exc:
             log.info("init of %s on %s failed: %s", spec.key, container.id, exc)
             message, failure = self._death_message(container, INIT_EXITED_MESSAGE)
