@@ -231,6 +231,11 @@ def test_activation_listing_and_filters(gateway, http):
     assert http.get(gateway.api("activations"), params={"name": name, "count": "true"}).json() == {"activations": 3}
     assert http.get(gateway.api("activations"), params={"name": name, "since": before}).json()
     assert http.get(gateway.api("activations"), params={"name": name, "upto": before - 1}).json() == []
+    assert http.get(gateway.api("activations"), params={"name": name, "upto": -1}).json() == []  # before 1970
+    assert len(http.get(gateway.api("activations"), params={"name": name, "since": -1}).json()) == 3
+    for yes in ("YES", "on", "1"):  # OpenWhisk's booleans
+        assert http.get(gateway.api("activations"), params={"name": name, "count": yes}).json() == {"activations": 3}
+    assert http.get(gateway.api("activations"), params={"name": name, "count": "off"}).json()[0]["activationId"] == ids[2]
     assert http.get(gateway.api("activations"), params={"count": "true", "docs": "true"}).status_code == 400
     assert http.get(gateway.api("activations/not-an-id")).status_code == 400
     assert http.get(gateway.api(f"activations/{uuid.uuid4().hex}")).status_code == 404

@@ -98,19 +98,28 @@ ROWS = {
                               {"binding": {"namespace": "_", "name": "no-such-package"}}),
     "package named default": Row("PUT", "packages/default", 400, "Package name 'default' is reserved.", {}),
     # query strings
-    "skip of 2^63": Row("GET", "activations", 400, "The value '9223372036854775808' is not an integer for activations.",
+    "skip of 2^63": Row("GET", "activations", 400,
+                        "The query parameter 'skip' was malformed:\nThe value '9223372036854775808' is not an integer "
+                        "for activations.",
                         params={"skip": str(2**63)}),
     "skip of 2^31 on actions": Row("GET", "actions", 400, "is not an integer for actions", params={"skip": str(2**31)}),
-    "since of 2^63": Row("GET", "activations", 400, "Parameter is not a valid value for epoch seconds: 9223372036854775808",
+    "since of 2^63": Row("GET", "activations", 400, "The query parameter 'since' was malformed:\n"
+                         "Parameter is not a valid value for epoch seconds: 9223372036854775808",
                          params={"since": str(2**63)}),
     "upto of 2^63": Row("GET", "activations", 400, "not a valid value for epoch seconds", params={"upto": str(2**63)}),
     "since in scientific notation": Row("GET", "activations", 400, "epoch seconds", params={"since": "1e3"}),
-    "negative since": Row("GET", "activations", 400, "epoch seconds", params={"since": "-1"}),
     "limit in Arabic-Indic digits": Row("GET", "actions", 400, "is not an integer for actions", params={"limit": "\u0663"}),
     "limit with an underscore": Row("GET", "packages", 400, "is not an integer for packages", params={"limit": "1_0"}),
-    "limit over 200": Row("GET", "actions", 400, "is not in the range of 0 to 200", params={"limit": "201"}),
-    "look-alike name filter": Row("GET", "activations", 400, "may be a 'simple' name", params={"name": "\uff45cho"}),
-    "blocking=maybe": Row("POST", "actions/echo", 400, "must be true or false", "{}", params={"blocking": "maybe"}),
+    "limit over 200": Row("GET", "actions", 400, "The query parameter 'limit' was malformed:\nThe value '201' is not "
+                          "in the range of 0 to 200", params={"limit": "201"}),
+    "negative skip": Row("GET", "rules", 400, "The query parameter 'skip' was malformed:\nThe value '-1' is not "
+                         "greater than or equal to 0 for rules.", params={"skip": "-1"}),
+    "look-alike name filter": Row("GET", "activations", 400, "The query parameter 'name' was malformed:\n"
+                                  "Parameter may be a 'simple' name", params={"name": "\uff45cho"}),
+    "blocking=maybe": Row("POST", "actions/echo", 400, "The query parameter 'blocking' was malformed:\n'maybe' is not "
+                          "a valid Boolean value", "{}", params={"blocking": "maybe"}),
+    "docs=2": Row("GET", "activations", 400, "The query parameter 'docs' was malformed:\n'2' is not a valid Boolean "
+                  "value", params={"docs": "2"}),
     "malformed activation id": Row("GET", "activations/not-an-id", 400, "The activation id is not valid."),
     # namespaces and authentication
     "look-alike namespace": Row("GET", "/\uff47uest/actions", 400, "The namespace contains illegal characters."),

@@ -7,7 +7,7 @@ import re
 from flask import Blueprint, jsonify, request
 
 from owx.gateway import errors
-from owx.gateway.api.request_args import LONG_RANGE, flag, gateway, integer, namespace, paging
+from owx.gateway.api.request_args import LONG_RANGE, flag, gateway, integer, malformed_query, namespace, paging
 from owx.gateway.errors import bad_request, not_found
 from owx.gateway.names import valid_name
 
@@ -23,16 +23,13 @@ def _name_filter() -> str | None:
         return None
     parts = raw.split("/")
     if len(parts) > 2 or not all(valid_name(p) for p in parts):
-        raise bad_request(errors.BAD_NAME_FILTER.format(value=raw))
+        raise malformed_query("name", errors.BAD_NAME_FILTER.format(value=raw))
     return raw
 
 
 def _epoch(name: str) -> int | None:
-    """``since``/``upto``: epoch milliseconds as a Java long, as OpenWhisk reads them (not negative)."""
-    value = integer(name, LONG_RANGE, lambda raw: errors.BAD_EPOCH.format(value=raw))
-    if value is not None and value < 0:
-        raise bad_request(errors.BAD_EPOCH.format(value=value))
-    return value
+    """``since``/``upto``: epoch milliseconds as a Java long, as OpenWhisk reads them (before 1970 too)."""
+    return integer(name, LONG_RANGE, lambda raw: errors.BAD_EPOCH.format(value=raw))
 
 
 @blueprint.get("")

@@ -10,7 +10,7 @@ from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from owx.gateway import errors
-from owx.gateway.errors import bad_request, forbidden, too_big
+from owx.gateway.errors import ApiError, bad_request, forbidden, too_big
 from owx.gateway.identity import Identity
 from owx.common.jsonvalues import InvalidJson, loads
 from owx.gateway.names import check_namespace
@@ -22,6 +22,7 @@ LIST_MAX_LIMIT = 200
 INT_RANGE = (-(2**31), 2**31 - 1)  # Java's Int: skip and limit
 LONG_RANGE = (-(2**63), 2**63 - 1)  # Java's Long: since and upto (epoch ms)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,20}", re.ASCII)
+_TRUE, _FALSE = frozenset({"true", "yes", "on", "1"}), frozenset({"false", "no", "off", "0"})
 
 
 def gateway() -> Gateway:
@@ -55,13 +56,21 @@ def flag(name: str, default: bool = False) -> bool:
 
 
 def boolean(name: str, raw: str | None, default: bool = False) -> bool:
-    """Query parameter ``name``'s value ``raw`` (None: absent) as OpenWhisk reads a boolean; 400 otherwise."""
+    """Query parameter ``name``'s value ``raw`` (None: absent) as OpenWhisk reads a boolean: true,
+    yes, on, 1 or false, no, off, 0 in any case; 400 otherwise."""
     if raw is None or raw == "":
         return default
     lowered = raw.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    raise bad_request(f"The request content was malformed:\nparameter '{name}' must be true or false, got '{raw}'")
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise malformed_query(name, f"'{raw}' is not a valid Boolean value")
+
+
+def malformed_query(name: str, detail: str) -> ApiError:
+    """400 for query parameter ``name``, worded as OpenWhisk's parameter directives word it."""
+    return bad_request(errors.MALFORMED_QUERY.format(name=name, detail=detail))
 
 
 def wait_timeout_s(raw: str | None, max_s: float) -> float:
@@ -73,7 +82,7 @@ def wait_timeout_s(raw: str | None, max_s: float) -> float:
     max_ms = int(max_s * 1000)
     if _INTEGER.fullmatch(raw) and 0 < int(raw) <= max_ms:
         return int(raw) / 1000
-    raise bad_request(errors.MALFORMED_QUERY.format(name="timeout", detail=errors.INVALID_TIMEOUT.format(max_ms=max_ms)))
+    raise malformed_query("timeout", errors.INVALID_TIMEOUT.format(max_ms=max_ms))
 
 
 def integer(name: str, bounds: tuple[int, int], invalid: Callable[[str], str]) -> int | None:
@@ -84,7 +93,7 @@ def integer(name: str, bounds: tuple[int, int], invalid: Callable[[str], str]) -
         return None
     if _INTEGER.fullmatch(raw) and bounds[0] <= int(raw) <= bounds[1]:
         return int(raw)
-    raise bad_request(invalid(raw))
+    raise malformed_query(name, invalid(raw))
 
 
 def paging(collection: str) -> tuple[int, int]:
@@ -96,9 +105,10 @@ def paging(collection: str) -> tuple[int, int]:
     limit = integer("limit", INT_RANGE, not_integer)
     limit = LIST_DEFAULT_LIMIT if limit is None else limit
     if skip < 0:
-        raise bad_request(errors.SKIP_OUT_OF_RANGE.format(value=skip, collection=collection))
+        raise malformed_query("skip", errors.SKIP_OUT_OF_RANGE.format(value=skip, collection=collection))
     if not 0 <= limit <= LIST_MAX_LIMIT:
-        raise bad_request(errors.LIMIT_OUT_OF_RANGE.format(value=limit, max=LIST_MAX_LIMIT, collection=collection))
+        raise malformed_query("limit", errors.LIMIT_OUT_OF_RANGE.format(value=limit, max=LIST_MAX_LIMIT,
+                                                                        collection=collection))
     return skip, limit or LIST_MAX_LIMIT
 
 
