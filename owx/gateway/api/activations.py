@@ -7,7 +7,7 @@ import re
 from flask import Blueprint, jsonify, request
 
 from owx.gateway import errors
-from owx.gateway.api.request_args import LONG_RANGE, flag, gateway, integer, malformed_query, namespace, paging
+from owx.gateway.api.request_args import LONG_RANGE, flag, gateway, integer, listing, malformed_query, namespace
 from owx.gateway.errors import bad_request, not_found
 from owx.gateway.names import valid_name
 
@@ -39,14 +39,12 @@ def list_activations(ns: str):
     ns = namespace(ns)
     name = _name_filter()
     since, upto = _epoch("since"), _epoch("upto")
-    docs, count = flag("docs"), flag("count")
-    skip, limit = paging("activations")
+    docs = flag("docs")
+    if docs and flag("count"):
+        raise bad_request(errors.DOCS_WITH_COUNT)
     store = gateway().activations
-    if count:
-        if docs:
-            raise bad_request(errors.DOCS_WITH_COUNT)
-        return jsonify(activations=max(0, store.count(ns, name, since, upto) - skip))
-    return jsonify(store.list(ns, name, since, upto, skip, limit, docs))
+    return listing("activations", lambda: store.count(ns, name, since, upto),
+                   lambda skip, limit: store.list(ns, name, since, upto, skip, limit, docs))
 
 
 def _record(ns: str, activation_id: str) -> dict:
