@@ -21,6 +21,8 @@ INIT_EXITED_MESSAGE = "The action did not initialize and exited unexpectedly."
 INVALID_RESPONSE_MESSAGE = "The action did not produce a valid JSON or JSON Array response"
 INVALID_INIT_MESSAGE = "The action failed during initialization"
 LOG_TRUNCATED_MESSAGE = "Logs were truncated because the total bytes size exceeds the limit of {limit} bytes."
+LOG_FAILURE_MESSAGE = "There was an issue while collecting your logs. Data might be missing."
+DEVELOPER_ERROR_LOG_MESSAGE = "The action did not initialize or run as expected. Log data might be missing."
 
 
 @dataclass(frozen=True, slots=True)

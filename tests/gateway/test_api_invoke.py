@@ -260,6 +260,27 @@ def test_sequences_pipe_results(gateway, http):
     assert cyclic.status_code == 400
 
 
+def test_a_sequences_record_is_annotated_as_openwhisks(gateway, http):
+    """A sequence's record has OpenWhisk's annotations: its own timeout and log limits with the largest
+    memory limit among its components, the time it waited, whether it is topmost, no ``timeout`` flag;
+    an inner sequence's is caused by a sequence."""
+    small = deploy(http, gateway, code="def main(a):\n    return a\n", limits={"memory": 128})
+    large = deploy(http, gateway, code="def main(a):\n    return a\n", limits={"memory": 320})
+    inner, outer = (f"seq-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    assert http.put(gateway.api(f"actions/{inner}"), json={"exec": {"kind": "sequence", "components": [large]},
+                                                           "limits": {"timeout": 7000, "logs": 3}}).ok
+    assert http.put(gateway.api(f"actions/{outer}"), json={"exec": {"kind": "sequence", "components": [small, inner]},
+                                                           "limits": {"timeout": 9000, "logs": 2}}).ok
+    record = http.post(gateway.api(f"actions/{outer}"), params={"blocking": "true"}, json={"x": 1}).json()
+    notes = annotations(record)
+    assert notes["limits"] == {"timeout": 9000, "memory": 320, "logs": 2, "concurrency": 1}
+    assert notes["topmost"] is True and notes["kind"] == "sequence" and "timeout" not in notes
+    assert isinstance(notes["waitTime"], int) and 0 <= notes["waitTime"] < 5000 and "causedBy" not in notes
+    nested = annotations(gateway.wait_record(http, record["logs"][1]))
+    assert nested["limits"] == {"timeout": 7000, "memory": 320, "logs": 3, "concurrency": 1}
+    assert nested["topmost"] is False and nested["causedBy"] == "sequence"
+
+
 def test_init_parameters_are_the_containers_environment_not_arguments(gateway, http):
     """OpenWhisk's ``init: true`` parameters reach the runtime at /init as environment variables; they
     are not arguments, and a caller's argument of that name is dropped, not passed on."""

@@ -10,6 +10,7 @@ import pytest
 
 from owx.gateway.pipeline.records import MB
 from owx.platform.loglines import cost
+from owx.platform.types import DEVELOPER_ERROR_LOG_MESSAGE
 
 CODE = '''
 import sys
@@ -31,6 +32,12 @@ def main(args):
         return {"x": "\\ud800"}
     if what == "big":
         return {"x": "y" * (2 * 1024 * 1024)}
+    if what == "print":
+        print("hello")
+        return {"printed": True}
+    if what == "raise":
+        print("before the error")
+        raise ValueError("boom")
     if what == "empty-lines":
         sys.stdout.write("\\n" * 3_000_000)
         return {"done": True}
@@ -92,12 +99,58 @@ def test_results_the_runtime_cannot_send_are_recorded(gateway, misbehaving, bloc
     assert record["response"]["success"] is False and "error" in record["response"]["result"]
 
 
-def test_a_result_over_the_limit_is_replaced_by_openwhisks_message(gateway, misbehaving):
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+def test_a_result_over_the_limit_is_an_application_error_holding_its_first_megabyte(gateway, misbehaving, blocking):
+    """OpenWhisk's truncated response: the message, then the result as sent, cut at the limit."""
     http, name = misbehaving
-    record = run(gateway, http, name, False, what="big")
-    error = record["response"]["result"]["error"]
-    assert error.startswith("The action produced a response that exceeded the allowed length: ")
-    assert error.endswith(f" > {1024 * 1024} bytes.") and record["response"]["status"] == "action developer error"
+    answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": str(blocking).lower()}, json={"what": "big"})
+    assert answer.status_code == (502 if blocking else 202)
+    record = gateway.wait_record(http, answer.headers["x-openwhisk-activation-id"])
+    whole = len('{"x":""}') + 2 * MB
+    message = f"The action produced a response that exceeded the allowed length: {whole} > {MB} bytes. "
+    prefix = message + 'The truncated response was: {"x":"'
+    assert record["response"]["status"] == "application error" and record["response"]["statusCode"] == 1
+    assert record["response"]["result"] == {"error": prefix + "y" * (MB - len('{"x":"'))}
+    assert record["response"]["size"] == whole
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+@pytest.mark.parametrize("what", ["raise", "nan"])
+def test_a_developer_errors_logs_end_with_openwhisks_warning_once(gateway, misbehaving, blocking, what):
+    """OpenWhisk's invoker ends every developer error's logs with a warning that some may be missing,
+    whether the runtime failed (an exception) or its result was not valid JSON."""
+    http, name = misbehaving
+    record = run(gateway, http, name, blocking, what=what)
+    logs = record["logs"]
+    assert record["response"]["status"] == "action developer error"
+    assert logs[-1].endswith(" stderr: " + DEVELOPER_ERROR_LOG_MESSAGE)
+    assert sum(DEVELOPER_ERROR_LOG_MESSAGE in line for line in logs) == 1
+    if what == "raise":
+        assert any(line.endswith(" stdout: before the error") for line in logs)
+
+
+def test_other_outcomes_logs_carry_no_warning_and_a_sequence_logs_its_components_alone(gateway, misbehaving):
+    http, name = misbehaving
+    printed = run(gateway, http, name, True, what="print")
+    assert [line.split(" ", 1)[1] for line in printed["logs"]] == ["stdout: hello"]
+    seq = f"seq-{uuid.uuid4().hex[:6]}"
+    assert http.put(gateway.api(f"actions/{seq}"), json={"exec": {"kind": "sequence", "components": [name]}}).ok
+    answer = http.post(gateway.api(f"actions/{seq}"), params={"blocking": "true"}, json={"what": "raise"})
+    record = gateway.wait_record(http, answer.headers["x-openwhisk-activation-id"])
+    assert record["response"]["status"] == "action developer error"
+    assert len(record["logs"]) == 1 and gateway.wait_record(http, record["logs"][0])["name"] == name
+
+
+def test_an_action_with_a_log_limit_of_zero_keeps_no_logs(gateway):
+    """OpenWhisk does not collect the logs of an action whose limit is 0 MB: not even a truncation
+    line or a developer error's warning."""
+    http = gateway.session()
+    name = f"silent-{uuid.uuid4().hex[:6]}"
+    body = {"exec": {"kind": "python:3", "code": CODE}, "limits": {"logs": 0}}
+    assert http.put(gateway.api(f"actions/{name}"), json=body).json()["limits"]["logs"] == 0
+    printed, failed = (run(gateway, http, name, True, what=what) for what in ("print", "raise"))
+    assert printed["response"]["result"] == {"printed": True} and printed["logs"] == []
+    assert failed["response"]["status"] == "action developer error" and failed["logs"] == []
 
 
 def test_three_million_empty_log_lines_are_cut_at_the_log_limit(gateway, misbehaving):

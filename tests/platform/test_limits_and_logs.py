@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 from owx.common.cgroups import UNLIMITED
 from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
-from owx.platform.embedded.logs import MISSING_LOGS_MESSAGE, SENTINEL, LogCollector
+from owx.platform.embedded.logs import SENTINEL, LogCollector
 from owx.platform.loglines import cost, timestamp
-from owx.platform.types import LOG_TRUNCATED_MESSAGE
+from owx.platform.types import LOG_FAILURE_MESSAGE, LOG_TRUNCATED_MESSAGE
 
 END = (SENTINEL + "\n").encode()
 
@@ -54,7 +54,7 @@ def test_collect_waits_for_sentinels_then_warns():
     assert text(logs.collect(2.0)) == ["stdout: early"]
     assert time.monotonic() - started < 1.0
     logs.feed("stdout", b"cut off\n")
-    assert text(logs.collect(0.05)) == ["stdout: cut off", "stderr: " + MISSING_LOGS_MESSAGE]
+    assert text(logs.collect(0.05)) == ["stdout: cut off", "stderr: " + LOG_FAILURE_MESSAGE]
 
 
 def test_truncation_message_and_bounded_buffer():

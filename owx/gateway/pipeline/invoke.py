@@ -360,7 +360,7 @@ class Invoker:
         count = count or _AtomicCount()
         start_ms = records.now_ms()
         component_ids: list[str] = []
-        duration, value, last, failure = 0, activation.args, None, None
+        duration, value, last, failure, memory = 0, activation.args, None, None, None
         for reference in activation.action.doc["exec"]["components"]:
             if count.ran >= MAX_SEQUENCE_LENGTH:
                 failure = {"error": SEQUENCE_TOO_LONG}
@@ -383,6 +383,8 @@ class Invoker:
             last = self._observed(completion).record
             component_ids.append(child.id)
             duration += last["duration"]
+            if (component_memory := records.memory_limit(last)) is not None:
+                memory = max(memory or 0, component_memory)
             if not last["response"]["success"]:
                 break
             value = last["response"]["result"]
@@ -393,7 +395,9 @@ class Invoker:
         else:
             status, result = SUCCESS, activation.args
         outcome = RunOutcome(status, result, component_ids, start_ms, records.now_ms(),
-                             annotations=[{"key": "topmost", "value": activation.cause is None}])
+                             wait_ms=max(0, start_ms - activation.accepted_ms),
+                             annotations=records.sequence_annotations(activation.action.doc["limits"], memory,
+                                                                      topmost=activation.cause is None))
         return _Ran(outcome, duration_ms=duration)
 
     # -- threads' entry points ---------------------------------------------------------------------

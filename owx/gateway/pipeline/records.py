@@ -20,13 +20,15 @@ from owx.platform import loglines
 from owx.platform.types import (
     APPLICATION_ERROR,
     DEVELOPER_ERROR,
+    DEVELOPER_ERROR_LOG_MESSAGE,
     INTERNAL_ERROR,
     SUCCESS,
     RunOutcome,
 )
 
 STATUS_CODES = {SUCCESS: 0, APPLICATION_ERROR: 1, DEVELOPER_ERROR: 2, INTERNAL_ERROR: 3}
-TRUNCATED_RESPONSE = "The action produced a response that exceeded the allowed length: {size} > {limit} bytes."
+TRUNCATED_RESPONSE = ("The action produced a response that exceeded the allowed length: {size} > {limit} bytes. "
+                      "The truncated response was: {trunk}")
 GATEWAY_STOPPED = "whisk internal error: the gateway stopped before the activation finished; it is not retried."
 GATEWAY_DIED = ("whisk internal error: the gateway died (it restarted) before the activation finished; "
                 "it is not retried.")
@@ -68,23 +70,57 @@ class ActionFacts:
 
 def response(status: str, result: Any, max_bytes: int, checked: bool = False) -> dict[str, Any]:
     """The ``response`` object. A result that is not storable JSON (NaN, a lone surrogate, nested
-    too deep) or is over ``max_bytes`` (as stored) becomes a developer error saying so. ``checked``:
-    the result is known to be storable (it was parsed strictly), so it is not walked again."""
+    too deep) becomes a developer error saying so; one over ``max_bytes`` (as stored), an
+    application error holding its first ``max_bytes`` (OpenWhisk's truncated response; ``size``
+    stays the whole result's). ``checked``: the result is known to be storable (it was parsed
+    strictly), so it is not walked again."""
     problem = None if checked else jsonvalues.problem(result)
     if problem:
         status, result = DEVELOPER_ERROR, {"error": INVALID_RESULT.format(detail=problem)}
-    size = jsonvalues.encoded_size(result)
+    encoded = jsonvalues.dumps(result)
+    size = len(encoded)
     if size > max_bytes:
-        status, result = DEVELOPER_ERROR, {"error": TRUNCATED_RESPONSE.format(size=size, limit=max_bytes)}
-        size = jsonvalues.encoded_size(result)
+        trunk = encoded[:max_bytes].decode("utf-8", "ignore")  # never half a character
+        status, result = APPLICATION_ERROR, {"error": TRUNCATED_RESPONSE.format(size=size, limit=max_bytes,
+                                                                                trunk=trunk)}
     return {"status": status, "statusCode": STATUS_CODES[status], "success": status == SUCCESS,
             "result": result, "size": size}
+
+
+def sequence_annotations(limits: dict[str, int], max_memory_mb: int | None, topmost: bool) -> list[dict[str, Any]]:
+    """A sequence record's own annotations, as OpenWhisk's: ``topmost``, and once a component has run,
+    ``limits``: the sequence's, with the largest memory limit among its components' records."""
+    annotations: list[dict[str, Any]] = [{"key": "topmost", "value": topmost}]
+    if max_memory_mb is not None:
+        annotations.append({"key": "limits", "value": {**limits, "memory": max_memory_mb}})
+    return annotations
+
+
+def memory_limit(record: dict[str, Any]) -> int | None:
+    """The memory limit (MB) in ``record``'s ``limits`` annotation, if it has one."""
+    for annotation in record["annotations"]:
+        if annotation["key"] == "limits" and isinstance(annotation["value"], dict):
+            memory = annotation["value"].get("memory")
+            return memory if isinstance(memory, int) else None
+    return None
 
 
 def component_error(exc: ApiError) -> dict[str, Any]:
     """The result of a sequence whose component cannot be invoked any more (deleted, or no longer
     shared), as OpenWhisk's sequences report a missing component (with an application error)."""
     return {"error": SEQUENCE_COMPONENT_NOT_FOUND if exc.status == 404 else exc.message}
+
+
+def run_logs(lines: Any, limit_bytes: int, developer_error: bool) -> list[str]:
+    """An action run's logs as its record keeps them (`stored_logs`), as OpenWhisk's invoker collects
+    them: none at a limit of 0, and a developer error's end with its warning that some may be missing
+    (once: an upstream OpenWhisk's record has it already)."""
+    if limit_bytes == 0:
+        return []
+    kept = stored_logs(lines, limit_bytes)
+    if developer_error and not (kept and kept[-1].endswith(DEVELOPER_ERROR_LOG_MESSAGE)):
+        kept.append(loglines.line(time.time(), "stderr", DEVELOPER_ERROR_LOG_MESSAGE))
+    return kept
 
 
 def stored_logs(lines: Any, limit_bytes: int) -> list[str]:
@@ -105,9 +141,10 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
         {"key": "path", "value": action.path},
         {"key": "waitTime", "value": outcome.wait_ms},
         {"key": "kind", "value": action.kind},
-        {"key": "timeout", "value": outcome.failure == "timeout"},
-        {"key": "limits", "value": action.limits},
     ]
+    if action.kind != "sequence":  # a sequence's limits come with its outcome (`sequence_annotations`)
+        annotations.append({"key": "timeout", "value": outcome.failure == "timeout"})
+        annotations.append({"key": "limits", "value": action.limits})
     if outcome.init_ms is not None:
         annotations.append({"key": "initTime", "value": outcome.init_ms})
     if outcome.memory_peak_bytes is not None:  # the container's high-water mark so far, in bytes
@@ -117,6 +154,10 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
     if action.binding:
         annotations.append({"key": "binding", "value": action.binding})
     annotations.extend(a for a in outcome.annotations if jsonvalues.problem(a) is None)
+    answer = response(outcome.status, outcome.result, max_result_bytes, outcome.checked)
+    log_limit = action.limits["logs"] * MB
+    logs = (stored_logs(outcome.logs, log_limit) if action.kind == "sequence"  # its components' ids
+            else run_logs(outcome.logs, log_limit, answer["status"] == DEVELOPER_ERROR))
     record = {
         "activationId": activation_id,
         "namespace": subject,
@@ -127,8 +168,8 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
         "start": outcome.start_ms,
         "end": outcome.end_ms,
         "duration": outcome.duration_ms if duration_ms is None else duration_ms,
-        "response": response(outcome.status, outcome.result, max_result_bytes, outcome.checked),
-        "logs": stored_logs(outcome.logs, action.limits["logs"] * MB),
+        "response": answer,
+        "logs": logs,
         "annotations": annotations,
     }
     if cause:

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from owx.platform import loglines
+from owx.platform.types import LOG_FAILURE_MESSAGE
 
 SENTINEL = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
 _SENTINEL_BYTES = SENTINEL.encode()
 _SENTINEL_LINE = _SENTINEL_BYTES + b"\n"
 STREAMS = ("stdout", "stderr")
-MISSING_LOGS_MESSAGE = "The action did not initialize or run as expected. Log data might be missing."
 MAX_PENDING_SEGMENTS = 1024  # closed, not yet collected segments per stream (one per activation in flight)
 MAX_PENDING_LIMITS = 4  # bytes they may hold together, in log limits
 _SENTINEL_LINE_MAX = len(SENTINEL) + 64  # longest partial line that may still turn out to be a sentinel
@@ -239,5 +239,5 @@ def _format(segments: list[_Segment], limit: int, complete: bool) -> list[str]:
     if len(out) == len(merged) and any(seg.truncated for seg in segments):
         out.append(loglines.truncated(limit))
     elif len(out) == len(merged) and not complete:
-        out.append(loglines.line(time.time(), "stderr", MISSING_LOGS_MESSAGE))
+        out.append(loglines.line(time.time(), "stderr", LOG_FAILURE_MESSAGE))
     return out
