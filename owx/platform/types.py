@@ -95,8 +95,8 @@ class RunOutcome:
     logs: list[str]
     start_ms: int
     end_ms: int
-    wait_ms: int = 0  # queueing before a container was assigned
-    init_ms: int | None = None  # set on cold starts: container + /init
+    wait_ms: int = 0  # before it started: queueing, and making a container on a cold start (OpenWhisk's)
+    init_ms: int | None = None  # set on cold starts: the container's /init
     container_id: str = ""
     node: str = ""
     memory_peak_bytes: int | None = None

@@ -28,6 +28,17 @@ def test_warm_container_is_reused_and_logs_are_per_activation(make_platform):
     assert len(second.logs) == 1 and second.logs[0].endswith("stdout: echo {'n': 2}")
 
 
+def test_a_cold_start_waits_while_its_container_is_made_and_starts_with_its_init(make_platform):
+    """OpenWhisk's invoker times a cold start so: making the container is waiting, ``/init`` (here the
+    module's 0.3 s sleep) is the init time, and the activation starts when ``/init`` is sent."""
+    platform = make_platform()
+    asked_ms = time.time() * 1000
+    cold = platform.run(spec("import time\ntime.sleep(0.3)\n" + ECHO), request())
+    assert cold.status == SUCCESS and 300 <= cold.init_ms < 1000
+    assert cold.wait_ms >= 1 and abs(cold.start_ms - (asked_ms + cold.wait_ms)) <= 3
+    assert cold.end_ms - cold.start_ms >= cold.init_ms
+
+
 def test_container_has_its_own_limited_cgroup(make_platform):
     platform = make_platform(user_memory_mb=2048, pids_max=64)
     platform.run(spec(ECHO, memory_mb=256), request())

@@ -73,6 +73,16 @@ class _Grant:
     from_stem: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """A container started for an action: its slot, or the failed outcome, and when its ``/init`` was sent
+    (when the start failed before: when it began)."""
+
+    slot: Slot | None
+    failed: RunOutcome | None
+    init_sent: float
+
+
 class ContainerPool:
     """Containers of one node; thread-safe, many concurrent callers."""
 
@@ -118,17 +128,20 @@ class ContainerPool:
             now = _ms(time.time())
             return RunOutcome(INTERNAL_ERROR, outcomes.error(str(exc)), [], now, now, node=self.node)
         started = time.time()
-        wait_ms = _ms(started) - _ms(entered)
         slot = grant.slot
         init_ms = None
         if slot is None or grant.from_stem:
-            slot, failed = self._start_for(spec, request.action_name, grant, started,
-                                           activation_env=ow_env(request.payload()))
-            if failed is not None:
-                failed.wait_ms = wait_ms
-                return failed
+            # as OpenWhisk's invoker times a cold start: making the container is waiting, /init is initTime,
+            # and the activation starts with its /init
+            start = self._start_for(spec, request.action_name, grant, activation_env=ow_env(request.payload()))
+            started = start.init_sent
+            if start.failed is not None:
+                start.failed.wait_ms = _ms(started) - _ms(entered)
+                return start.failed
+            slot = start.slot
             assert slot is not None
             init_ms = _ms(time.time()) - _ms(started)
+        wait_ms = _ms(started) - _ms(entered)
         try:
             result = self._run_on(slot, spec, request, started)
         except Exception as exc:  # a platform bug must not reach the caller as an exception
@@ -206,11 +219,11 @@ class ContainerPool:
         containers of other actions are evicted first), ReplicaFailed when it fails to start.
         """
         grant = self._acquire(spec, None, state="replica", wait_s=wait_s)
-        slot, failed = self._start_for(spec, spec.key, grant, time.time(), state="replica")
-        if failed is not None or slot is None:
-            raise ReplicaFailed(str(failed.result if failed else "no container"))
-        self._release(slot)
-        return self._info(slot)
+        start = self._start_for(spec, spec.key, grant, state="replica")
+        if start.failed is not None or start.slot is None:
+            raise ReplicaFailed(str(start.failed.result if start.failed else "no container"))
+        self._release(start.slot)
+        return self._info(start.slot)
 
     def claim_replica(self, spec: ActionSpec) -> str | None:
         """Take a live replica of ``spec`` for :meth:`run` (``claim=`` its id); None if there is none."""
@@ -448,12 +461,13 @@ class ContainerPool:
 
     # -- container start ---------------------------------------------------------------
     def _start_for(
-        self, spec: ActionSpec, name: str, grant: _Grant, started: float, state: ContainerState = "warm",
+        self, spec: ActionSpec, name: str, grant: _Grant, state: ContainerState = "warm",
         activation_env: dict[str, str] | None = None,
-    ) -> tuple[Slot | None, RunOutcome | None]:
+    ) -> _Start:
         """Make (or adapt a stem cell into) an initialised container for ``spec``. ``activation_env``:
         the ``__OW_*`` variables of the activation it starts for, which the action's module code sees
         at init (OpenWhisk's invoker gives them there too)."""
+        started = time.time()
         self._evict(grant)
         slot = grant.slot
         try:
@@ -470,9 +484,9 @@ class ContainerPool:
                 self._drop(slot)
             if isinstance(exc, ActionStartupError):
                 log.info("no container for %s on %s: %s", spec.key, self.node, exc)
-                return None, self._failure(DEVELOPER_ERROR, str(exc), started)
+                return _Start(None, self._failure(DEVELOPER_ERROR, str(exc), started), started)
             log.exception("could not start a container for %s on %s", spec.key, self.node)
-            return None, self._failure(INTERNAL_ERROR, f"could not start a container: {exc}", started)
+            return _Start(None, self._failure(INTERNAL_ERROR, f"could not start a container: {exc}", started), started)
         if grant.from_stem:
             self._replenish_stems()
         slot.concurrency = max(1, spec.concurrency)
@@ -481,22 +495,23 @@ class ContainerPool:
         container.logs.limit_bytes = spec.logs_bytes
         value = {"name": name, "main": spec.main, "code": spec.code or "", "binary": spec.binary,
                  "env": {**spec.env, **(activation_env or {})}}
+        init_sent = time.time()
         try:
             response = container.init(value, spec.timeout_ms / 1000)
         except ProxyTimeout:
             container.kill("timeout")
-            return slot, self._fail_slot(slot, spec, started, INIT_TIMEOUT_MESSAGE.format(ms=spec.timeout_ms),
-                                         "timeout")
+            message, failure = INIT_TIMEOUT_MESSAGE.format(ms=spec.timeout_ms), "timeout"
         except ProxyUnreachable as exc:
             log.info("init of %s on %s failed: %s", spec.key, container.id, exc)
             message, failure = self._death_message(container, INIT_EXITED_MESSAGE)
-            return slot, self._fail_slot(slot, spec, started, message, failure)
-        if not response.ok:
-            return slot, self._fail_slot(slot, spec, started, outcomes.init_error(response)["error"], "init")
-        with self._cond:
-            slot.state = state
-            self._slots.serve(slot, spec.key)
-        return slot, None
+        else:
+            if response.ok:
+                with self._cond:
+                    slot.state = state
+                    self._slots.serve(slot, spec.key)
+                return _Start(slot, None, init_sent)
+            message, failure = outcomes.init_error(response)["error"], "init"
+        return _Start(slot, self._fail_slot(slot, spec, init_sent, message, failure), init_sent)
 
     def _fit_stem(self, slot: Slot, memory_bytes: int, ticket: str | None) -> None:
         """Give a stem cell the action's memory limit; the ledger follows the limit in force."""
