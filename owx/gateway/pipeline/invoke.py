@@ -363,25 +363,19 @@ class Invoker:
         duration, value, last, failure, memory = 0, activation.args, None, None, None
         for reference in activation.action.doc["exec"]["components"]:
             if count.ran >= MAX_SEQUENCE_LENGTH:
-                failure = {"error": SEQUENCE_TOO_LONG}
+                failure = APPLICATION_ERROR, {"error": SEQUENCE_TOO_LONG}
                 break
             try:
-                component = self.catalog.resolve(parse_fqn(reference, activation.identity.namespace),
-                                                 activation.identity.namespace)
+                last = self._component(activation, reference, value, count)
             except ApiError as exc:  # deleted or no longer shared since the sequence was resolved
-                failure = records.component_error(exc)
+                failure = APPLICATION_ERROR, records.component_error(exc)
                 break
-            child = Activation(new_id(), activation.identity, component, self.plan(component),
-                               component.arguments(value), cause=activation.id)
-            if component.kind == "sequence":
-                ran = self._sequence(child, count)
-            else:
-                count.ran += 1
-                ran = self._run(child)
-            completion, stored = self._store(child, ran)  # on this thread: no slot, no admission
-            stored.result(DURABLE_WAIT_S)
-            last = self._observed(completion).record
-            component_ids.append(child.id)
+            except Exception as exc:  # noqa: BLE001 - owx failed (its store, a bug), not the action: the
+                # sequence ends as an internal error and still lists the components that ran
+                failed = _failed_inside(activation, exc, start_ms).outcome
+                failure = failed.status, failed.result
+                break
+            component_ids.append(last["activationId"])
             duration += last["duration"]
             if (component_memory := records.memory_limit(last)) is not None:
                 memory = max(memory or 0, component_memory)
@@ -389,7 +383,7 @@ class Invoker:
                 break
             value = last["response"]["result"]
         if failure is not None:
-            status, result = APPLICATION_ERROR, failure
+            status, result = failure
         elif last is not None:
             status, result = last["response"]["status"], last["response"]["result"]
         else:
@@ -399,6 +393,22 @@ class Invoker:
                              annotations=records.sequence_annotations(activation.action.doc["limits"], memory,
                                                                       topmost=activation.cause is None))
         return _Ran(outcome, duration_ms=duration)
+
+    def _component(self, sequence: Activation, reference: str, value: Any, count: _AtomicCount) -> dict[str, Any]:
+        """Run one component of ``sequence`` with ``value`` and store its record (on this thread: no slot,
+        no admission); the record. Raises ApiError when the component cannot be invoked any more."""
+        caller = sequence.identity.namespace
+        component = self.catalog.resolve(parse_fqn(reference, caller), caller)
+        child = Activation(new_id(), sequence.identity, component, self.plan(component),
+                           component.arguments(value), cause=sequence.id)
+        if component.kind == "sequence":
+            ran = self._sequence(child, count)
+        else:
+            count.ran += 1
+            ran = self._run(child)
+        completion, stored = self._store(child, ran)
+        stored.result(DURABLE_WAIT_S)
+        return self._observed(completion).record
 
     # -- threads' entry points ---------------------------------------------------------------------
     def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Invocation:
