@@ -23,6 +23,7 @@ from owx.gateway.models import MAX_SEQUENCE_LENGTH, PYTHON_KINDS, ActionBody, Ex
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, parse_fqn
 from owx.gateway.settings import ActionLimits
 from owx.gateway.stores import Conflict, Entity, EntityStore, InvalidInput
+from owx.gateway.versions import next_version
 from owx.platform import Platform
 
 ACTIONS = "actions"
@@ -83,13 +84,6 @@ def _looks_like_zip(code: str) -> bool:
         return base64.b64decode(code[:8], validate=True).startswith(b"PK")
     except (binascii.Error, ValueError):
         return False
-
-
-def _bump(version: str) -> str:
-    parts = version.split(".")
-    if len(parts) == 3 and all(p.isdigit() for p in parts):
-        return f"{parts[0]}.{parts[1]}.{int(parts[2]) + 1}"
-    return "0.0.1"
 
 
 @dataclass(frozen=True)
@@ -198,7 +192,7 @@ class Catalog:
         return {
             "namespace": f"{path.namespace}/{path.package}" if path.package else path.namespace,
             "name": path.name,
-            "version": _bump(current["version"]) if current else "0.0.1",
+            "version": next_version(body.version, current),
             "publish": body.publish if body.publish is not None else (current or {}).get("publish", False),
             "exec": exec_doc,
             "annotations": annotations,
@@ -387,7 +381,7 @@ class Catalog:
         doc = {
             "namespace": namespace,
             "name": name,
-            "version": _bump(old["version"]) if current else "0.0.1",
+            "version": next_version(body.version, old),
             "publish": body.publish if body.publish is not None else old.get("publish", False),
             "binding": binding,
             "parameters": parameters if parameters is not None else old.get("parameters", []),

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from owx.gateway import versions
 from owx.gateway.errors import ApiError, too_big
 from owx.common.jsonvalues import encoded_size
 from owx.gateway.names import check_name, check_namespace
@@ -80,6 +81,11 @@ class AnnotatedBody(BaseModel):
     annotations: list[KeyValue] | None = None
     version: StrictStr | None = None
     publish: StrictBool | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, version: str | None) -> str | None:
+        return None if version is None else versions.parse(version)
 
     def check_sizes(self) -> None:
         """413 with OpenWhisk's message when a field is larger than its limit (sizes as stored JSON)."""

@@ -67,6 +67,21 @@ def test_overwrite_rules(gateway, http):
     assert doc["exec"]["code"] == HELLO and doc["version"] == "0.0.2"
 
 
+def test_a_put_may_name_the_version_as_openwhisk_reads_one(gateway, http):
+    """Every entity takes the body's version (``1.2`` is ``1.2.0``) or bumps its patch; a version that
+    is not one is a 400 and stores nothing."""
+    entities = {"actions": {"exec": {"kind": "python:3", "code": HELLO}}, "packages": {}, "triggers": {}}
+    for collection, body in entities.items():
+        url = gateway.api(f"{collection}/{unique('versioned')}")
+        for bad in ("x", "1.a", "0.0.0", "-1.0.0", "", "99999999999"):
+            refused = http.put(url, json={**body, "version": bad})
+            assert refused.status_code == 400 and "semantic version malformed" in refused.json()["error"], bad
+            assert http.get(url).status_code == 404
+        assert http.put(url, json={**body, "version": "1.2"}).json()["version"] == "1.2.0"
+        assert http.put(url, json={}, params={"overwrite": "true"}).json()["version"] == "1.2.1"
+        assert http.put(url, json={"version": "3.0.0.7"}, params={"overwrite": "true"}).json()["version"] == "3.0.0"
+
+
 def test_bad_input_is_400_and_stores_nothing(gateway, http):
     name = unique("bad")
     cases = [

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from owx.gateway import errors
-from owx.gateway.catalog import _bump as next_version
 from owx.gateway.entitlement import Entitlement
 from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.identity import Identity
@@ -18,6 +17,7 @@ from owx.gateway.names import EntityPath
 from owx.gateway.reactive.models import ACTIVE, INACTIVE, RuleBody, ref_doc, ref_path, resolve_ref
 from owx.gateway.reactive.triggers import TriggerCatalog, present
 from owx.gateway.stores import Conflict, Entity, EntityStore
+from owx.gateway.versions import next_version
 
 RULES = "rules"
 ACTIONS = "actions"
@@ -49,7 +49,7 @@ class RuleCatalog:
         doc = {
             "namespace": namespace,
             "name": name,
-            "version": body.version or (next_version(old["version"]) if current else "0.0.1"),
+            "version": next_version(body.version, old),
             "publish": body.publish if body.publish is not None else old.get("publish", False),
             "annotations": [a.entry() for a in body.annotations] if body.annotations is not None
             else old.get("annotations", []),

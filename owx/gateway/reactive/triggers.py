@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from owx.gateway import errors
-from owx.gateway.catalog import _bump as next_version
 from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.names import parse_fqn
 from owx.gateway.reactive.models import TriggerBody
 from owx.gateway.stores import Conflict, Entity, EntityStore
+from owx.gateway.versions import next_version
 
 TRIGGERS = "triggers"
 FEED_ANNOTATION = "feed"
@@ -51,7 +51,7 @@ class TriggerCatalog:
         doc = {
             "namespace": namespace,
             "name": name,
-            "version": body.version or (next_version(old["version"]) if current else "0.0.1"),
+            "version": next_version(body.version, old),
             "publish": body.publish if body.publish is not None else old.get("publish", False),
             "parameters": _items(body.parameters, old.get("parameters", [])),
             "annotations": _items(body.annotations, old.get("annotations", [])),
