@@ -147,6 +147,15 @@ def test_rule_requests_are_checked(http, gateway):
     bad_status = http.post(gateway.api(f"rules/{rule}"), json={"status": "paused"})
     assert bad_status.status_code == 400 and "'paused' is not a recognized rule state" in bad_status.json()["error"]
     assert http.post(gateway.api(f"rules/{_unique('rule')}"), json={"status": "active"}).status_code == 404
+    # OpenWhisk reads a rule's references as fully qualified names, with or without the leading slash
+    unslashed = http.put(gateway.api(f"rules/{_unique('rule')}"),
+                         json={"trigger": f"{gateway.namespace}/{trigger}", "action": f"_/{action}"})
+    assert unslashed.status_code == 200, unslashed.text
+    assert unslashed.json()["action"] == {"path": gateway.namespace, "name": action}
+    bare = http.put(gateway.api(f"rules/{_unique('rule')}"), json={"trigger": trigger, "action": f"/_/{action}"})
+    assert bare.status_code == 400 and bare.json()["error"] == (
+        "The request content was malformed:\nThe fully qualified name of the entity must contain at least the "
+        "namespace and the name of the entity.")
     assert rule in [r["name"] for r in http.get(gateway.api("rules")).json()]
 
 

@@ -6,10 +6,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, StrictStr, field_validator
 
+from owx.gateway import errors
+from owx.gateway.errors import bad_request
 from owx.gateway.models import AnnotatedBody, EntityBody
 from owx.gateway.names import EntityPath, parse_fqn
 
 ACTIVE = "active"
+NOT_FULLY_QUALIFIED = ("The fully qualified name of the entity must contain at least the namespace and the name of "
+                       "the entity.")
 INACTIVE = "inactive"
 RuleStatus = Literal["active", "inactive"]
 
@@ -49,10 +53,14 @@ class StatusBody(BaseModel):
 
 
 def resolve_ref(reference: str | EntityRef, namespace: str) -> EntityPath:
-    """The entity a rule names; ``_`` and a missing namespace mean ``namespace``."""
+    """The entity a rule names, read as OpenWhisk reads a fully qualified name: its first segment is
+    the namespace, with or without a leading ``/`` (``_``: ``namespace``); 400 if it has no namespace."""
     if isinstance(reference, EntityRef):
-        reference = f"/{reference.path}/{reference.name}"
-    return parse_fqn(reference, namespace)
+        reference = f"{reference.path}/{reference.name}"
+    segments = [segment for segment in reference.split("/") if segment]
+    if len(segments) < 2:
+        raise bad_request(errors.MALFORMED.format(detail=NOT_FULLY_QUALIFIED))
+    return parse_fqn("/" + "/".join(segments), namespace)
 
 
 def ref_doc(path: EntityPath) -> dict[str, str]:
