@@ -17,7 +17,7 @@ MB = 1024 * 1024
 # (field in the body, settings attribute, what OpenWhisk calls it, unit in messages)
 _FIELDS = (
     ("timeout", "timeout_ms", "duration", "milliseconds"),
-    ("memory", "memory_mb", "memory", "MB"),
+    ("memory", "memory_mb", "memory size", "MB"),
     ("logs", "logs_mb", "log size", "MB"),
     ("concurrency", "concurrency", "concurrency", ""),
 )

@@ -8,8 +8,7 @@ binding, then action (then, at invoke, the request's), each over the one before.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from owx.platform import Platform
 ACTIONS = "actions"
 RESOLVE_TTL_S = 2.0  # how long an invocation may see an action another gateway changed
 MAX_SEQUENCE_NODES = 10 * MAX_SEQUENCE_LENGTH  # actions and nested sequences looked at per check
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)")
 
 
 def _kv(items: list[KeyValue] | None) -> list[dict[str, Any]] | None:
@@ -48,6 +48,16 @@ def _action_parameters(exec_doc: dict[str, Any], body: ActionBody, current: dict
     if current is None or current["exec"]["kind"] == "sequence":
         return []
     return current.get("parameters", [])
+
+
+def _updated_annotations(stored: list[dict[str, Any]], body: ActionBody) -> list[dict[str, Any]]:
+    """An action's annotations after a PUT, as OpenWhisk merges them: the stored ones less the keys in
+    ``delAnnotations``, then the body's laid over them key by key (a repeated key: the last wins)."""
+    deleted = set(body.delAnnotations or ())
+    annotations = [dict(item) for item in stored if item["key"] not in deleted]
+    for item in _kv(body.annotations) or ():
+        _set_annotation(annotations, item["key"], item["value"])
+    return annotations
 
 
 def _set_annotation(annotations: list[dict[str, Any]], key: str, value: Any, keep: bool = False) -> None:
@@ -79,11 +89,11 @@ def _inherit(inherited: list[dict[str, Any]], own: list[dict[str, Any]] | None) 
     return list(merged.values())
 
 
-def _looks_like_zip(code: str) -> bool:
-    try:
-        return base64.b64decode(code[:8], validate=True).startswith(b"PK")
-    except (binascii.Error, ValueError):
-        return False
+def is_binary_code(code: str) -> bool:
+    """Whether ``code`` is an archive, as OpenWhisk decides it whatever the body's ``binary`` says:
+    its trimmed text is base64."""
+    text = code.strip()
+    return bool(text) and len(text) % 4 == 0 and _BASE64.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
@@ -124,10 +134,10 @@ class ResolvedAction:
 
     @property
     def gets_api_key(self) -> bool:
-        """Whether the caller's key goes to the action (``provide-api-key``): only to the caller's own
-        actions. OpenWhisk hands it to shared actions too; owx does not give one tenant's key to code
-        another tenant wrote."""
-        return bool(annotation(self.doc, "provide-api-key")) and self.caller == self.path.namespace
+        """Whether the caller's key goes to the action (``provide-api-key``, true when absent, as
+        OpenWhisk reads it): only to the caller's own actions. OpenWhisk hands it to shared actions
+        too; owx does not give one tenant's key to code another tenant wrote."""
+        return bool(annotation(self.doc, "provide-api-key", True)) and self.caller == self.path.namespace
 
     @property
     def container_key(self) -> str:
@@ -184,11 +194,10 @@ class Catalog:
 
     def _merge_action(self, path: EntityPath, body: ActionBody, current: dict[str, Any] | None) -> dict[str, Any]:
         exec_doc = self._exec(path, body.exec) if body.exec else dict(current["exec"])  # type: ignore[index]
-        annotations = _kv(body.annotations)
-        if annotations is None:
-            annotations = [dict(a) for a in (current or {}).get("annotations", [])]
+        annotations = _updated_annotations((current or {}).get("annotations", []), body)
         _set_annotation(annotations, "exec", exec_doc["kind"])
-        _set_annotation(annotations, "provide-api-key", False, keep=True)
+        if current is None:  # OpenWhisk adds it on create only: an update keeps what is stored
+            _set_annotation(annotations, "provide-api-key", False, keep=True)
         return {
             "namespace": f"{path.namespace}/{path.package}" if path.package else path.namespace,
             "name": path.name,
@@ -207,14 +216,14 @@ class Catalog:
         if body.kind in PYTHON_KINDS:
             if not body.code:
                 raise bad_request("The request content was malformed:\nexec.code undefined")
-            binary = body.binary if body.binary is not None else _looks_like_zip(body.code)
-            return {"kind": body.kind, "code": body.code, "binary": binary, "main": body.main or "main"}
+            return {"kind": body.kind, "code": body.code, "binary": is_binary_code(body.code),
+                    "main": body.main or "main"}
         if body.kind == "blackbox":
             if not body.image:
                 raise bad_request("The request content was malformed:\nexec.image undefined")
-            doc: dict[str, Any] = {"kind": "blackbox", "image": body.image, "binary": bool(body.binary)}
-            if body.code:
-                doc.update(code=body.code, main=body.main or "main")
+            doc: dict[str, Any] = {"kind": "blackbox", "image": body.image, "binary": False}
+            if body.code and body.code.strip():
+                doc.update(code=body.code, main=body.main or "main", binary=is_binary_code(body.code))
             return doc
         return {"kind": "sequence", "components": self._components(path, body.components), "binary": False}
 

@@ -41,7 +41,7 @@ RESPONSE_NOT_READY = "Response not yet ready."
 SYSTEM_UNAVAILABLE = "The service is temporarily unavailable: {detail}"
 INTERNAL = "There was an error processing your request."
 METHOD_NOT_ALLOWED = "The request method is not supported for the requested resource."
-UNSUPPORTED_KIND = "kind '{kind}' is not supported; supported kinds: {kinds}."
+UNSUPPORTED_KIND = "The specified runtime '{kind}' is not supported by this platform. Valid values are: {kinds}."
 
 
 class ApiError(Exception):

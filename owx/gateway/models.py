@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from owx.gateway import versions
-from owx.gateway.errors import ApiError, too_big
+from owx.gateway.errors import UNSUPPORTED_KIND, ApiError, too_big
 from owx.common.jsonvalues import encoded_size
 from owx.gateway.names import check_name, check_namespace
 from owx.gateway.stores import MAX_DOC_BYTES
@@ -51,8 +51,9 @@ class ExecBody(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
+        kind = kind.strip().lower()  # as OpenWhisk reads it
         if kind not in KINDS:
-            raise ValueError(f"kind '{kind}' is not supported; supported kinds: {', '.join(KINDS)}")
+            raise ValueError(UNSUPPORTED_KIND.format(kind=kind, kinds=", ".join(f"'{k}'" for k in KINDS)))
         return kind
 
 
@@ -103,10 +104,11 @@ class EntityBody(AnnotatedBody):
 
 
 class ActionBody(EntityBody):
-    """Body of ``PUT .../actions/[pkg/]name``."""
+    """Body of ``PUT .../actions/[pkg/]name``; ``delAnnotations``: keys to drop on update."""
 
     exec: ExecBody | None = None
     limits: LimitsBody | None = None
+    delAnnotations: list[StrictStr] | None = None
 
     def check_sizes(self) -> None:
         _check_size("exec", self.exec, EXEC_SIZE_LIMIT)

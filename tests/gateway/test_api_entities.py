@@ -82,6 +82,41 @@ def test_a_put_may_name_the_version_as_openwhisk_reads_one(gateway, http):
         assert http.put(url, json={"version": "3.0.0.7"}, params={"overwrite": "true"}).json()["version"] == "3.0.0"
 
 
+def test_an_update_merges_annotations_as_openwhisk(gateway, http):
+    """``wsk action update f -a k v`` keeps the other annotations (a web action stays one);
+    ``delAnnotations`` drops keys; ``provide-api-key`` is added on create only."""
+    name = unique("annotated")
+    web = [{"key": "web-export", "value": True}, {"key": "description", "value": "a"}]
+    created = put(http, gateway, name, {"exec": {"kind": "python:3", "code": HELLO}, "annotations": web}).json()
+    assert {"key": "provide-api-key", "value": False} in created["annotations"]
+    updated = put(http, gateway, name, {"annotations": [{"key": "description", "value": "b"}]}, overwrite=True).json()
+    assert {a["key"]: a["value"] for a in updated["annotations"]} == {
+        "web-export": True, "description": "b", "provide-api-key": False, "exec": "python:3"}
+    dropped = put(http, gateway, name, {"delAnnotations": ["web-export", "provide-api-key"],
+                                        "annotations": [{"key": "x", "value": 1}, {"key": "x", "value": 2}]},
+                  overwrite=True).json()
+    assert {a["key"]: a["value"] for a in dropped["annotations"]} == {"description": "b", "x": 2, "exec": "python:3"}
+    assert len(dropped["annotations"]) == 3
+
+
+def test_exec_is_read_as_openwhisk_reads_it(gateway, http):
+    """The kind is trimmed and lower-cased; whether code is an archive is decided from the code (base64),
+    whatever ``binary`` says, so ``wsk action create f f.zip --docker img`` (no ``binary``) gets a
+    binary action; an unknown kind gets OpenWhisk's message."""
+    zipped = "UEsDBBQAAAAIAA=="  # base64, as wsk sends a zip
+    docker = put(http, gateway, unique("zip"), {"exec": {"kind": "blackbox", "image": "img", "code": zipped}})
+    assert docker.json()["exec"]["binary"] is True
+    text = put(http, gateway, unique("text"), {"exec": {"kind": " Python:3 ", "code": HELLO, "binary": True}}).json()
+    assert text["exec"]["kind"] == "python:3" and text["exec"]["binary"] is False
+    bare = put(http, gateway, unique("bare"), {"exec": {"kind": "blackbox", "image": "img", "code": "  "}}).json()
+    assert "code" not in bare["exec"] and bare["exec"]["binary"] is False
+    unknown = put(http, gateway, unique("cobol"), {"exec": {"kind": "cobol:1", "code": "x"}}).json()["error"]
+    assert unknown.endswith("The specified runtime 'cobol:1' is not supported by this platform. Valid values are: "
+                            "'python:3', 'python:3.11', 'python:default', 'python:tensorflow', 'blackbox', 'sequence'.")
+    memory = put(http, gateway, unique("big"), {"exec": {"kind": "python:3", "code": HELLO}, "limits": {"memory": 4096}})
+    assert memory.json()["error"].startswith("memory size 4096 MB exceeds allowed threshold of ")
+
+
 def test_bad_input_is_400_and_stores_nothing(gateway, http):
     name = unique("bad")
     cases = [

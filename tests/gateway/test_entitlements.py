@@ -197,3 +197,9 @@ def test_a_shared_action_never_receives_another_tenants_key(tenants):
     url = b.api("actions/shared/keys", a.namespace)
     assert invoke(http_a, url).json() == {"key": a.auth}
     assert invoke(http_b, url).json() == {"key": None}
+    # without the annotation (deleted on update), OpenWhisk gives the key: still the owner's only
+    keys = http_a.put(a.api("actions/shared/keys"), params={"overwrite": "true"},
+                      json={"delAnnotations": ["provide-api-key"]}).json()
+    assert "provide-api-key" not in {annotation["key"] for annotation in keys["annotations"]}
+    assert invoke(http_a, url).json() == {"key": a.auth}
+    assert invoke(http_b, url).json() == {"key": None}
