@@ -284,6 +284,29 @@ def test_a_sequences_record_is_annotated_as_openwhisks(gateway, http):
     assert nested["topmost"] is False and nested["causedBy"] == "sequence"
 
 
+def test_final_protects_the_parameters_with_values_as_openwhisk(gateway, http):
+    """``final: true`` (the JSON boolean) keeps an invoke from overriding the action's and its package's
+    parameters that have a value; a null-valued one may be set, and ``final: "true"`` protects nothing."""
+    package = f"pkg-{uuid.uuid4().hex[:8]}"
+    assert http.put(gateway.api(f"packages/{package}"), json={"parameters": [{"key": "p", "value": 1}]}).ok
+    echo = "def main(a):\n    return a\n"
+    params = [{"key": "a", "value": 1}, {"key": "n", "value": None}]
+    final = deploy(http, gateway, code=echo, parameters=params, annotations=[{"key": "final", "value": True}])
+    assert http.put(gateway.api(f"actions/{package}/{final}"), json={
+        "exec": {"kind": "python:3", "code": echo}, "annotations": [{"key": "final", "value": True}]}).ok
+    loose = deploy(http, gateway, code=echo, parameters=params, annotations=[{"key": "final", "value": "true"}])
+
+    def invoke(name, **given):
+        return http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"}, json=given)
+
+    for name, given in ((final, {"a": 2}), (f"{package}/{final}", {"p": 2})):
+        refused = invoke(name, **given)
+        assert refused.status_code == 400
+        assert refused.json()["error"] == "Request defines parameters that are not allowed (e.g., reserved properties)."
+    assert invoke(final, n=5, other=1).json() == {"a": 1, "n": 5, "other": 1}
+    assert invoke(loose, a=2).json() == {"a": 2, "n": None}
+
+
 def test_init_parameters_are_the_containers_environment_not_arguments(gateway, http):
     """OpenWhisk's ``init: true`` parameters reach the runtime at /init as environment variables; they
     are not arguments, and a caller's argument of that name is dropped, not passed on."""

@@ -86,7 +86,7 @@ class Plan:
     spec: ActionSpec
     facts: ActionFacts
     on_platform: bool  # the runner is the platform itself: a warm container may take it on the loop
-    final: bool  # the action's own parameters may not be overridden (annotation ``final``)
+    final_parameters: frozenset[str]  # those an invoke may not override (see `_final_parameters`)
     gets_api_key: bool  # the caller's key goes to the action (see ``ResolvedAction.gets_api_key``)
 
 
@@ -199,7 +199,7 @@ class Invoker:
                             (self.runner, None))
         facts = ActionFacts.of(resolved.doc, str(resolved.path), resolved.binding)
         plan = Plan(runner, gate, action_spec(resolved), facts, runner is self.platform,
-                    bool(annotation(resolved.doc, "final")), resolved.gets_api_key)
+                    _final_parameters(resolved), resolved.gets_api_key)
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         self._plans[id(resolved)] = (resolved, plan)  # the entry keeps ``resolved`` alive: its id stays its own
@@ -264,7 +264,7 @@ class Invoker:
 
     @staticmethod
     def _arguments(resolved: ResolvedAction, plan: Plan, params: dict[str, Any]) -> dict[str, Any] | list[Any]:
-        if plan.final and set(params) & {*resolved.parameters, *resolved.init_parameters}:
+        if plan.final_parameters and not plan.final_parameters.isdisjoint(params):
             raise bad_request(PARAMETERS_NOT_ALLOWED)
         return resolved.arguments(params)
 
@@ -483,6 +483,15 @@ def _copy(task: asyncio.Task[Completion], done: Future[Completion]) -> None:
         done.set_exception(task.exception())  # type: ignore[arg-type]
     else:
         done.set_result(task.result())
+
+
+def _final_parameters(resolved: ResolvedAction) -> frozenset[str]:
+    """The parameters an invoke may not set, as OpenWhisk's ``final`` annotation protects them: when it
+    is ``true`` (the JSON boolean), every parameter of the action and its package with a value."""
+    if annotation(resolved.doc, "final") is not True:
+        return frozenset()
+    merged = {**resolved.parameters, **resolved.init_parameters}
+    return frozenset(name for name, value in merged.items() if value is not None)
 
 
 def _failed_inside(activation: Activation, exc: Exception, started_ms: int) -> _Ran:
