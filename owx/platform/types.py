@@ -60,21 +60,22 @@ class RunRequest:
     action_name: str
     activation_id: str
     transaction_id: str
-    deadline_ms: int  # epoch milliseconds
     api_key: str | None = None
     api_host: str | None = None  # where the action reaches the gateway (owx's SDK, Canary's client)
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. canary function id, store location
     reservation: str | None = None  # a ledger holder whose memory this activation's new container may take
     action_version: str | None = None  # the action's version (``__OW_ACTION_VERSION``)
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self, deadline_ms: int) -> dict[str, Any]:
+        """The body of ``/run`` (and the ``__OW_*`` environment of ``/init``); ``deadline_ms``: when the
+        action's time runs out, in epoch milliseconds, counted from when it is sent (OpenWhisk's)."""
         body: dict[str, Any] = {
             "value": self.value,
             "namespace": self.namespace,
             "action_name": self.action_name,
             "activation_id": self.activation_id,
             "transaction_id": self.transaction_id,
-            "deadline": str(self.deadline_ms),
+            "deadline": str(deadline_ms),
         }
         if self.api_key:
             body["api_key"] = self.api_key
@@ -95,7 +96,6 @@ class RunOutcome:
     logs: list[str]
     start_ms: int
     end_ms: int
-    wait_ms: int = 0  # before it started: queueing, and making a container on a cold start (OpenWhisk's)
     init_ms: int | None = None  # set on cold starts: the container's /init
     container_id: str = ""
     node: str = ""

@@ -454,3 +454,20 @@ def test_throttle_and_blocking_limit(strict_gateway):
     assert "Too many requests" in http.post(gateway.api(f"actions/{name}"), json={}).json()["error"]
     record = gateway.wait_record(http, slow.json()["activationId"])
     assert record["response"]["success"]  # the slow activation still completed and was recorded
+
+
+def test_wait_time_runs_from_the_gateways_receipt(tmp_path_factory):
+    """As OpenWhisk's ``waitTime`` runs from the controller's receipt: an activation that waited for a
+    run slot of its namespace (2 workers: 1 slot each) counts that wait."""
+    server, gateway = start_gateway(tmp_path_factory.mktemp("slots"), gateway={"workers": 2})
+    try:
+        http = gateway.session()
+        name = deploy(http, gateway)
+        assert http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={}).ok  # warm
+        first, second = (http.post(gateway.api(f"actions/{name}"), json={"sleep": 1}).json()["activationId"]
+                         for _ in range(2))
+        waits = [annotations(gateway.wait_record(http, aid))["waitTime"] for aid in (first, second)]
+        assert waits[0] < 500 and waits[1] >= 800
+    finally:
+        server.stop()
+

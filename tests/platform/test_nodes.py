@@ -8,7 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from platform_helpers import ECHO, SLEEP, OnDeath, pid_alive, request, spec
+from platform_helpers import ECHO, SLEEP, OnDeath, pid_alive, request, run_waited, spec
 from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
@@ -123,8 +123,8 @@ def test_resize_keeps_the_budget_accounting(make_platform):
     with ThreadPoolExecutor(2) as executor:
         busy = executor.submit(pool.run, small, request(s=0.8))
         wait_for(lambda: pool.containers()[0].in_flight == 1, what="the first container to be busy")
-        other = executor.submit(pool.run, spec(ECHO, memory_mb=256), request())
+        other = executor.submit(run_waited, pool, spec(ECHO, memory_mb=256), request())
         assert busy.result().status == SUCCESS
-        waited = other.result()
-    assert waited.status == SUCCESS and waited.wait_ms >= 400
+        waited, wait_ms = other.result()
+    assert waited.status == SUCCESS and wait_ms >= 400
     assert not platform.resize("no-such-container", memory_bytes=MB)

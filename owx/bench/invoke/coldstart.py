@@ -29,7 +29,7 @@ def measure_cold_start(backend_name: str, n: int, memory_mb: int = 256, zygote: 
         for index in range(n):
             key = f"bench/cold{index}@{secrets.token_hex(4)}"
             spec = ActionSpec(key=key, kind="python:3", code=CODE, memory_mb=memory_mb)
-            request = RunRequest({}, "bench", "cold", secrets.token_hex(16), secrets.token_hex(16), 0)
+            request = RunRequest({}, "bench", "cold", secrets.token_hex(16), secrets.token_hex(16))
             started = time.perf_counter()
             outcome = platform.run(spec, request)
             elapsed = time.perf_counter() - started

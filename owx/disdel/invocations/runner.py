@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -100,8 +99,7 @@ class EstimatingRunner:
     def _attempt(self, spec: ActionSpec, request: RunRequest, memory: int, timeout: int) -> RunOutcome:
         sized = dataclasses.replace(spec, memory_mb=memory, timeout_ms=timeout,
                                     key=spec.key if memory == spec.memory_mb else f"{spec.key}~{memory}m")
-        started = _now_ms()
-        return self.platform.run(sized, dataclasses.replace(request, deadline_ms=started + timeout))
+        return self.platform.run(sized, request)
 
     def _learn(self, namespace: str, action: str, size: int, outcome: RunOutcome, memory: int, timeout: int) -> None:
         if outcome.failure == "oom":
@@ -123,7 +121,3 @@ def _annotated(outcome: RunOutcome, memory: int, timeout: int, *, attempts: int,
 
 def _within(value: int, low: int, high: int) -> int:
     return max(low, min(high, int(value)))
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

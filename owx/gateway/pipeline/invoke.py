@@ -311,7 +311,7 @@ class Invoker:
     def _store(self, activation: Activation, ran: _Ran) -> tuple[Completion, Future[None]]:
         """Build the record (the one builder) and hand it to the store; the future: once it is durable."""
         record = records.build(activation.id, activation.identity.namespace, activation.plan.facts, ran.outcome,
-                               self.max_result_bytes, activation.cause, ran.duration_ms)
+                               self.max_result_bytes, activation.accepted_ms, activation.cause, ran.duration_ms)
         return Completion.of(record, ran.platform_status), self.activations.put(record)
 
     def _observed(self, completion: Completion) -> Completion:
@@ -330,7 +330,6 @@ class Invoker:
             action_name=resolved.path.fqn,
             activation_id=activation.id,
             transaction_id=activation.id,
-            deadline_ms=records.now_ms() + activation.plan.spec.timeout_ms,
             api_key=activation.identity.auth if activation.plan.gets_api_key else None,
             api_host=self.api_host,
             action_version=activation.plan.facts.version,
@@ -389,7 +388,6 @@ class Invoker:
         else:
             status, result = SUCCESS, activation.args
         outcome = RunOutcome(status, result, component_ids, start_ms, records.now_ms(),
-                             wait_ms=max(0, start_ms - activation.accepted_ms),
                              annotations=records.sequence_annotations(activation.action.doc["limits"], memory,
                                                                       topmost=activation.cause is None))
         return _Ran(outcome, duration_ms=duration)

@@ -134,12 +134,14 @@ def stored_logs(lines: Any, limit_bytes: int) -> list[str]:
 
 
 def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOutcome, max_result_bytes: int,
-          cause: str | None = None, duration_ms: int | None = None) -> dict[str, Any]:
-    """The record of one activation of ``action`` run by namespace ``subject``. ``duration_ms``: a
-    sequence's, the sum of its components' (OpenWhisk's), instead of end - start."""
+          accepted_ms: int, cause: str | None = None, duration_ms: int | None = None) -> dict[str, Any]:
+    """The record of one activation of ``action`` run by namespace ``subject``, accepted at
+    ``accepted_ms`` (its ``waitTime`` runs from then to its start, as OpenWhisk's from the controller's
+    receipt). ``duration_ms``: a sequence's, the sum of its components' (OpenWhisk's), instead of
+    end - start."""
     annotations: list[dict[str, Any]] = [
         {"key": "path", "value": action.path},
-        {"key": "waitTime", "value": outcome.wait_ms},
+        {"key": "waitTime", "value": max(0, outcome.start_ms - accepted_ms)},
         {"key": "kind", "value": action.kind},
     ]
     if action.kind != "sequence":  # a sequence's limits come with its outcome (`sequence_annotations`)
@@ -196,7 +198,8 @@ def unfinished(entry: dict[str, Any], message: str, max_result_bytes: int) -> di
     ``GATEWAY_STOPPED`` or ``GATEWAY_DIED``)."""
     action = ActionFacts(**entry["action"])
     outcome = RunOutcome(INTERNAL_ERROR, {"error": message}, [], entry["start"], now_ms())
-    return build(entry["activationId"], entry["namespace"], action, outcome, max_result_bytes, entry.get("cause"))
+    return build(entry["activationId"], entry["namespace"], action, outcome, max_result_bytes, entry["start"],
+                 entry.get("cause"))
 
 
 def trigger(activation_id: str, subject: str, name: str, version: str, start_ms: int, payload: dict[str, Any],

@@ -121,7 +121,6 @@ class ContainerPool:
     # -- traffic ---------------------------------------------------------------
     def run(self, spec: ActionSpec, request: RunRequest, claim: str | None = None) -> RunOutcome:
         """Run one activation; ``claim`` names a replica taken with :meth:`claim_replica`."""
-        entered = time.time()
         try:
             grant = self._acquire(spec, claim, state="warm", wait_s=None, reservation=request.reservation)
         except PlatformUnavailable as exc:
@@ -133,15 +132,14 @@ class ContainerPool:
         if slot is None or grant.from_stem:
             # as OpenWhisk's invoker times a cold start: making the container is waiting, /init is initTime,
             # and the activation starts with its /init
-            start = self._start_for(spec, request.action_name, grant, activation_env=ow_env(request.payload()))
+            env = ow_env(request.payload(_deadline_ms(spec)))
+            start = self._start_for(spec, request.action_name, grant, activation_env=env)
             started = start.init_sent
             if start.failed is not None:
-                start.failed.wait_ms = _ms(started) - _ms(entered)
                 return start.failed
             slot = start.slot
             assert slot is not None
             init_ms = _ms(time.time()) - _ms(started)
-        wait_ms = _ms(started) - _ms(entered)
         try:
             result = self._run_on(slot, spec, request, started)
         except Exception as exc:  # a platform bug must not reach the caller as an exception
@@ -150,7 +148,7 @@ class ContainerPool:
             result = self._failure(INTERNAL_ERROR, f"the platform failed to run the action: {exc}", started)
         finally:
             self._release(slot)
-        result.wait_ms, result.init_ms = wait_ms, init_ms
+        result.init_ms = init_ms
         return result
 
     async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
@@ -191,7 +189,7 @@ class ContainerPool:
         try:
             oom_before = container.oom_kills()
             try:
-                response = await container.run_async(jsonvalues.dumps(request.payload()), spec.timeout_ms / 1000)
+                response = await container.run_async(jsonvalues.dumps(request.payload(_deadline_ms(spec))), spec.timeout_ms / 1000)
             except (ProxyTimeout, ProxyUnreachable) as exc:  # rare: its blocking ends go to a thread
                 return await run_on_thread(None, self._lost_run, slot, spec, started, exc)
             logs = await self._logs(container, spec.logs_bytes)
@@ -562,7 +560,7 @@ class ContainerPool:
         container = slot.container
         oom_before = container.oom_kills()
         try:
-            response = container.run(request.payload(), spec.timeout_ms / 1000)
+            response = container.run(request.payload(_deadline_ms(spec)), spec.timeout_ms / 1000)
         except (ProxyTimeout, ProxyUnreachable) as exc:
             return self._lost_run(slot, spec, started, exc)
         logs = container.logs.collect(self.settings.sentinel_wait_s, spec.logs_bytes)
@@ -781,6 +779,11 @@ class ContainerPool:
 
 def _ms(epoch: float) -> int:
     return int(epoch * 1000)
+
+
+def _deadline_ms(spec: ActionSpec) -> int:
+    """The deadline of a request sent now to an action of ``spec``."""
+    return _ms(time.time()) + spec.timeout_ms
 
 
 def _resolve(turn: asyncio.Future[Slot | None], slot: Slot | None,

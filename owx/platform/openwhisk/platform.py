@@ -76,7 +76,7 @@ class OpenWhiskPlatform(Platform):
         if request.reservation:  # a new container's memory is the upstream invokers' business
             self.ledger.release(request.reservation)
         target = self._deploy(spec)
-        answer = self._invoke(spec, target, self._run_input(target, request))
+        answer = self._invoke(spec, target, self._run_input(spec, target, request))
         pending = _pending(answer)
         return self._await(pending, spec) if pending is not None else _recorded(answer)
 
@@ -89,7 +89,7 @@ class OpenWhiskPlatform(Platform):
         target = upstream_name(self.settings.prefix, spec)
         if request.reservation or target.path not in self._deployed:
             return None
-        answer = await self.client.invoke_async(target.path, self._run_input(target, request), _wait_s(spec))
+        answer = await self.client.invoke_async(target.path, self._run_input(spec, target, request), _wait_s(spec))
         if _deleted(answer):
             self._forget_deployment(target)
             return await run_on_thread(None, self.run, spec, request)
@@ -163,8 +163,8 @@ class OpenWhiskPlatform(Platform):
         own = {key: item for key, item in value.items() if key not in (RESERVED, OPTIONS_KEY_ENV)}
         return {**own, RESERVED: {**options, "key": self._options_key(target)}}
 
-    def _run_input(self, target: UpstreamName, request: RunRequest) -> dict[str, Any]:
-        return self._input(target, request.value, {**_reserved(request), "report_memory": True})
+    def _run_input(self, spec: ActionSpec, target: UpstreamName, request: RunRequest) -> dict[str, Any]:
+        return self._input(target, request.value, {**_reserved(spec, request), "report_memory": True})
 
     def _invoke(self, spec: ActionSpec, target: UpstreamName, body: dict[str, Any]) -> Answer:
         answer = self.client.invoke(target.path, body, blocking=True, wait_s=_wait_s(spec))
@@ -265,9 +265,10 @@ def _action_body(spec: ActionSpec, options_key: str) -> dict[str, Any]:
     }
 
 
-def _reserved(request: RunRequest) -> dict[str, Any]:
+def _reserved(spec: ActionSpec, request: RunRequest) -> dict[str, Any]:
     """What the runtime turns into ``__OW_*`` variables (OpenWhisk would otherwise give its own)."""
-    return {key: value for key, value in request.payload().items() if key != "value"}
+    deadline_ms = int(time.time() * 1000) + spec.timeout_ms
+    return {key: value for key, value in request.payload(deadline_ms).items() if key != "value"}
 
 
 def _wait_s(spec: ActionSpec) -> float:

@@ -66,7 +66,6 @@ def outcome_of(record: dict[str, Any]) -> RunOutcome:
         logs=logs,
         start_ms=start,
         end_ms=max(start, end),
-        wait_ms=int(annotations.get("waitTime") or 0),
         init_ms=annotations.get("initTime"),
         node="upstream",
         memory_peak_bytes=peak,
