@@ -471,3 +471,19 @@ def test_wait_time_runs_from_the_gateways_receipt(tmp_path_factory):
     finally:
         server.stop()
 
+
+def test_invokes_of_missing_actions_count_against_the_rate(tmp_path_factory):
+    """As OpenWhisk's entitlement check counts every attempt: a tenant cannot look names up in the store
+    without limit by invoking ones that do not exist; another namespace is not affected."""
+    server, gateway = start_gateway(tmp_path_factory.mktemp("rate"), gateway={"invocations_per_minute": 5})
+    try:
+        http = gateway.session()
+        name = deploy(http, gateway)
+        assert [http.post(gateway.api(f"actions/nope-{i}"), json={}).status_code for i in range(5)] == [404] * 5
+        over = http.post(gateway.api(f"actions/{name}"), json={})
+        assert over.status_code == 429 and "Too many requests" in over.json()["error"]
+        assert http.post(gateway.api("actions/nope-5"), json={}).status_code == 429  # no lookup any more
+        other = gateway.tenant(f"other-{uuid.uuid4().hex[:6]}")
+        assert other.session().post(other.api("actions/nope"), json={}).status_code == 404
+    finally:
+        server.stop()

@@ -88,7 +88,13 @@ class InvokeEndpoint:
         result_only = boolean("result", query.get("result"))
         wait_s = wait_timeout_s(query.get("timeout"), self.settings.blocking_wait_s)
         params = object_from(bounded(request.body, self.settings.max_payload_bytes))
-        resolved = await self._resolved(path, identity.namespace)
+        throttle = self.gateway.invoker.throttle
+        throttle.check_rate(identity.namespace)  # before the action is looked up, as OpenWhisk's entitlement
+        try:
+            resolved = await self._resolved(path, identity.namespace)
+        except ApiError:
+            throttle.count_refused(identity.namespace)
+            raise
         activation_id, done = await self._start(identity, resolved, params, blocking)
         headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
         if blocking:

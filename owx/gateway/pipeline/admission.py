@@ -77,6 +77,20 @@ class Throttle:
             window.add(now_s)
             self._in_flight[namespace] = running + 1
 
+    def check_rate(self, namespace: str) -> None:
+        """429 if ``namespace`` has spent its invocations of the last minute (nothing is counted)."""
+        now_s = int(time.time())
+        with self._lock:
+            self._count_rate(namespace, 1, now_s)
+
+    def count_refused(self, namespace: str) -> None:
+        """Count an invoke refused before admission (its action did not resolve, or not for this caller)
+        against the rate, as OpenWhisk's entitlement check counts every attempt: such invokes, each a
+        store read, are not free of the limit."""
+        now_s = int(time.time())
+        with self._lock:
+            self._rates.setdefault(namespace, _RateWindow()).add(now_s)
+
     def enqueue(self, namespace: str, count: int, admitted: Callable[[], None], reserve: Reserve | None = None) -> None:
         """Queue ``count`` invocations that start together when the namespace has room for all
         of them and ``reserve()`` succeeds; then ``admitted()`` runs (once, without locks held).
