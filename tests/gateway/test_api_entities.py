@@ -113,7 +113,8 @@ def test_exec_is_read_as_openwhisk_reads_it(gateway, http):
     unknown = put(http, gateway, unique("cobol"), {"exec": {"kind": "cobol:1", "code": "x"}}).json()["error"]
     assert unknown.endswith("The specified runtime 'cobol:1' is not supported by this platform. Valid values are: "
                             "'python:3', 'python:3.11', 'python:default', 'python:tensorflow', 'blackbox', 'sequence'.")
-    memory = put(http, gateway, unique("big"), {"exec": {"kind": "python:3", "code": HELLO}, "limits": {"memory": 4096}})
+    memory = put(http, gateway, unique("big"),
+                 {"exec": {"kind": "python:3", "code": HELLO}, "limits": {"memory": 4096}})
     assert memory.json()["error"].startswith("memory size 4096 MB exceeds allowed threshold of ")
 
 

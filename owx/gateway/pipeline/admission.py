@@ -73,7 +73,7 @@ class Throttle:
             window = self._count_rate(namespace, 1, now_s)
             running = self._in_flight.get(namespace, 0)
             if running >= self.concurrent:
-                raise ApiError(429, TOO_MANY_CONCURRENT.format(count=running + 1, allowed=self.concurrent))
+                raise ApiError(429, TOO_MANY_CONCURRENT.format(count=running, allowed=self.concurrent))
             window.add(now_s)
             self._in_flight[namespace] = running + 1
 

@@ -189,7 +189,8 @@ class ContainerPool:
         try:
             oom_before = container.oom_kills()
             try:
-                response = await container.run_async(jsonvalues.dumps(request.payload(_deadline_ms(spec))), spec.timeout_ms / 1000)
+                body = jsonvalues.dumps(request.payload(_deadline_ms(spec)))
+                response = await container.run_async(body, spec.timeout_ms / 1000)
             except (ProxyTimeout, ProxyUnreachable) as exc:  # rare: its blocking ends go to a thread
                 return await run_on_thread(None, self._lost_run, slot, spec, started, exc)
             logs = await self._logs(container, spec.logs_bytes)
