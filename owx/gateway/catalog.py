@@ -18,12 +18,13 @@ from owx.gateway import errors
 from owx.gateway.action_limits import effective, merge_limits
 from owx.gateway.entitlement import PACKAGES, Entitlement, PackageGrant
 from owx.gateway.errors import ApiError, bad_request, forbidden, not_found
-from owx.gateway.models import MAX_SEQUENCE_LENGTH, PYTHON_KINDS, ActionBody, ExecBody, KeyValue, PackageBody
+from owx.gateway.models import MAX_SEQUENCE_LENGTH, ActionBody, ExecBody, KeyValue, PackageBody
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, parse_fqn
 from owx.gateway.settings import ActionLimits
 from owx.gateway.stores import Conflict, Entity, EntityStore, InvalidInput
 from owx.gateway.versions import next_version
 from owx.platform import Platform
+from owx.platform.types import PYTHON_KINDS
 
 ACTIONS = "actions"
 RESOLVE_TTL_S = 2.0  # how long an invocation may see an action another gateway changed

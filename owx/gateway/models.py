@@ -11,8 +11,8 @@ from owx.gateway.errors import UNSUPPORTED_KIND, ApiError, too_big
 from owx.common.jsonvalues import encoded_size
 from owx.gateway.names import check_name, check_namespace
 from owx.gateway.stores import MAX_DOC_BYTES
+from owx.platform.types import PYTHON_KINDS
 
-PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
 KINDS = (*PYTHON_KINDS, "blackbox", "sequence")
 MAX_SEQUENCE_LENGTH = 50
 MB = 1024 * 1024

@@ -20,6 +20,8 @@ EXITED_MESSAGE = "The action did not produce a valid response and exited unexpec
 INIT_EXITED_MESSAGE = "The action did not initialize and exited unexpectedly."
 INVALID_RESPONSE_MESSAGE = "The action did not produce a valid JSON or JSON Array response"
 INVALID_INIT_MESSAGE = "The action failed during initialization"
+#: The kinds owx's own Python runtime runs (``python:tensorflow`` with TensorFlow installed).
+PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
 LOG_TRUNCATED_MESSAGE = "Logs were truncated because the total bytes size exceeds the limit of {limit} bytes."
 LOG_FAILURE_MESSAGE = "There was an issue while collecting your logs. Data might be missing."
 DEVELOPER_ERROR_LOG_MESSAGE = "The action did not initialize or run as expected. Log data might be missing."

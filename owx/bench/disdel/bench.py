@@ -252,8 +252,9 @@ def environments(report: Report, work: Path, disdel_settings: dict) -> None:
         per_round = sum(train_rounds[1:]) / max(1, len(train_rounds) - 1) / 1000
         line(f"  fit time per epoch: single action (all {job.dataset.samples - held} samples, 2 threads) {single_fit:.2f} s; "
              f"DiSDeL action (1/{plan.actions} of them, 1 thread) median {sorted(fits)[len(fits) // 2]:.2f} s")
-        line(f"  start-up (container, import, data, build; outside fit): single {single.detail['startup_s']:.1f} s, "
-             f"DiSDeL round 0 slowest action {max(startups):.1f} s")
+        line(f"  start-up outside fit: single (deploy, container, import, data, build, from the client) "
+             f"{single.detail['startup_s']:.1f} s, DiSDeL round 0 slowest action (import, data, build: its "
+             f"duration; making its container is its waitTime) {max(startups):.1f} s")
         for cores in (4, 8):
             actions = cores  # one core per action, c_d = cores, same per-sample speed as measured with 1 thread
             t = (train_rounds[0] / 1000 - per_round) + job.epochs * (per_round * plan.actions / actions) \

@@ -16,8 +16,7 @@ from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.watcher import FdWatcher
 from owx.platform.settings import PlatformSettings
-
-PYTHON_KINDS = ("python:3", "python:3.11", "python:default", "python:tensorflow")
+from owx.platform.types import PYTHON_KINDS
 
 
 class Backends:

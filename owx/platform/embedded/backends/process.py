@@ -27,7 +27,6 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from owx.common.cgroups import CgroupError
-from owx.platform.embedded.backends import PYTHON_KINDS
 from owx.platform.embedded.backends.sandbox_layout import SandboxLayout
 from owx.platform.embedded.backends.zygote_client import Zygote, ZygoteError, Zygotes
 from owx.platform.embedded.container import Backend, Container, ContainerRequest
@@ -36,6 +35,7 @@ from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
 from owx.platform.embedded.watcher import CHUNK, FdWatcher
 from owx.platform.settings import PlatformSettings
+from owx.platform.types import PYTHON_KINDS
 from owx.runtimes import fd_messages, kernel
 from owx.runtimes.confine import WRITABLE, ContainerPlan
 
