@@ -34,5 +34,8 @@ def next_version(given: str | None, current: dict[str, Any] | None) -> str:
         return given
     if not current:
         return FIRST
-    major, minor, patch = parse(current.get("version", FIRST)).split(".")
+    try:
+        major, minor, patch = parse(current.get("version", FIRST)).split(".")
+    except ValueError:  # stored before versions were checked (owx kept any string for triggers and rules)
+        return FIRST
     return f"{major}.{minor}.{int(patch) + 1}"
