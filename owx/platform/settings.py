@@ -97,6 +97,10 @@ class UpstreamSettings(BaseModel):
         "Canary's gang admission plans against it")
     timeout_s: float = Field(10.0, gt=0, description="time allowed for one upstream API call (not the activation)")
     poll_s: float = Field(0.05, gt=0, description="first interval between polls for a non-blocking result")
+    retry_s: float = Field(
+        60.0, ge=0, description="how long an activation owx accepted keeps being sent again while the upstream "
+        "refuses it without running it (throttled: 429, unavailable: 503, unreachable), before it is recorded "
+        "as failed with the upstream's status (0: at once)")
     keep_alive: bool = Field(True, description="reuse connections to the upstream (off: a new connection per call)")
 
     @field_validator("auth")

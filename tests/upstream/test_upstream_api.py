@@ -180,8 +180,10 @@ def test_upstream_refusing_the_key_is_a_clear_configuration_error(workdir: Path,
 
 
 def test_an_unreachable_upstream_is_503_and_recorded(workdir: Path) -> None:
+    """After ``retry_s`` of sending it again: an upstream away for longer fails the activation."""
     gone = start_gateway_process(workdir / "gone", args=["--upstream", "http://127.0.0.1:9", "--upstream-auth",
-                                                          f"{uuid.uuid4()}:any-key", "--no-extensions"])
+                                                          f"{uuid.uuid4()}:any-key", "--no-extensions"],
+                                 env={"OWX_UPSTREAM__RETRY_S": "1.5"})
     try:
         http = gone.session()
         assert http.put(gone.api("actions/x"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
@@ -190,6 +192,7 @@ def test_an_unreachable_upstream_is_503_and_recorded(workdir: Path) -> None:
         assert "unreachable" in answer.json()["response"]["result"]["error"]
         stored = http.get(gone.api(f"activations/{answer.json()['activationId']}"))
         assert stored.status_code == 200 and stored.json()["response"]["status"] == "whisk internal error"
+        assert stored.json()["duration"] >= 1500, stored.json()  # the time it was sent again
     finally:
         gone.stop()
 

@@ -9,12 +9,15 @@ per call against this pool's 0.10 ms). Certificates are checked against the syst
 ========================================  ======  =========================================
 upstream                                  owx     message
 ========================================  ======  =========================================
-unreachable (connect, TLS, API timeout)   503     ``The upstream OpenWhisk at URL is unreachable: ...``
+unreachable (connect, TLS, API timeout)   503     :class:`UpstreamRefused`, but a bad certificate
+429                                       429     :class:`UpstreamRefused`: the upstream's message
+503                                       503     :class:`UpstreamRefused`: the upstream's message
 connection broke after the request went   502     :class:`UpstreamLost`: the outcome is unknown
 401 / 403                                 502     names the upstream and ``--upstream-auth``
-429                                       429     the upstream's own throttling message
 any other 5xx without a record            502     the upstream's error
 ========================================  ======  =========================================
+
+The platform sends a refused request again for ``upstream.retry_s``: nothing ran.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ class _ActivationReader(HeaderAnswerReader):
     """Keeps the activation id of an answer: alone it names an array result's activation."""
 
     KEPT = frozenset({ACTIVATION_HEADER.encode()})
+
+
+class UpstreamRefused(PlatformError):
+    """The upstream ran nothing: it throttled owx (429), could not take the request (503), or was not
+    reached. Sending the same request again is safe."""
 
 
 class UpstreamLost(PlatformError):
@@ -185,8 +193,12 @@ class UpstreamClient:
         return UpstreamLost(f"The connection to the upstream OpenWhisk at {self.base} broke: {_reason(exc)}")
 
     def _unreachable(self, exc: Exception) -> PlatformError:
-        """No connection (refused, unroutable, TLS refused): nothing was sent."""
-        return PlatformError(503, f"The upstream OpenWhisk at {self.base} is unreachable: {_reason(exc)}")
+        """No connection (refused, unroutable, timed out, TLS refused): nothing was sent. A certificate
+        that fails verification fails again: only the rest is an :class:`UpstreamRefused`."""
+        message = f"The upstream OpenWhisk at {self.base} is unreachable: {_reason(exc)}"
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return PlatformError(503, message)
+        return UpstreamRefused(503, message)
 
     def _answer(self, status: int, body: bytes, activation_id: str | None) -> Answer:
         try:
@@ -198,7 +210,10 @@ class UpstreamClient:
             raise PlatformError(502, f"The upstream OpenWhisk at {self.base} refused owx's key ({answer.status}): "
                                      "check --upstream-auth (OWX_UPSTREAM__AUTH).")
         if answer.status == 429:
-            raise PlatformError(429, _error_text(answer) or "Too many requests (upstream OpenWhisk).")
+            raise UpstreamRefused(429, _error_text(answer) or "Too many requests (upstream OpenWhisk).")
+        if answer.status == 503:
+            raise UpstreamRefused(503, f"The upstream OpenWhisk at {self.base} is unavailable: "
+                                       f"{_error_text(answer) or 'no error message'}")
         return answer
 
     def _connect(self, timeout: float) -> socket.socket:

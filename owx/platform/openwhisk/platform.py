@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from owx.common.eventloop import run_on_thread
 from owx.platform.interface import ContainerListener, Platform, PlatformError
 from owx.platform.ledger import MemoryLedger
-from owx.platform.openwhisk.client import Answer, UpstreamClient, backoff
+from owx.platform.openwhisk.client import Answer, UpstreamClient, UpstreamRefused, backoff
 from owx.platform.openwhisk.naming import UpstreamName, package_of, readable_prefix, upstream_name
 from owx.platform.openwhisk.records import is_record, outcome_of
 from owx.platform.settings import UpstreamSettings
@@ -75,8 +75,7 @@ class OpenWhiskPlatform(Platform):
         """Run on the upstream; raises :class:`PlatformError` when the upstream cannot be used."""
         if request.reservation:  # a new container's memory is the upstream invokers' business
             self.ledger.release(request.reservation)
-        target = self._deploy(spec)
-        answer = self._invoke(spec, target, self._run_input(spec, target, request))
+        answer = self._invoke(spec, request)
         pending = _pending(answer)
         return self._await(pending, spec) if pending is not None else _recorded(answer)
 
@@ -89,7 +88,7 @@ class OpenWhiskPlatform(Platform):
         target = upstream_name(self.settings.prefix, spec)
         if request.reservation or target.path not in self._deployed:
             return None
-        answer = await self.client.invoke_async(target.path, self._run_input(spec, target, request), _wait_s(spec))
+        answer = await self._sent_async(spec, target, request)
         if _deleted(answer):
             self._forget_deployment(target)
             return await run_on_thread(None, self.run, spec, request)
@@ -166,13 +165,35 @@ class OpenWhiskPlatform(Platform):
     def _run_input(self, spec: ActionSpec, target: UpstreamName, request: RunRequest) -> dict[str, Any]:
         return self._input(target, request.value, {**_reserved(spec, request), "report_memory": True})
 
-    def _invoke(self, spec: ActionSpec, target: UpstreamName, body: dict[str, Any]) -> Answer:
-        answer = self.client.invoke(target.path, body, blocking=True, wait_s=_wait_s(spec))
-        if _deleted(answer):
+    def _invoke(self, spec: ActionSpec, request: RunRequest) -> Answer:
+        """A blocking invoke of ``spec``'s deployment, deployed first unless it is (once more if it was
+        deleted upstream behind owx's back). While the upstream refuses without running anything, both
+        are sent again for ``retry_s`` (then the refusal is raised); each attempt gets its own deadline."""
+        waits = _waits(self.settings.retry_s, self.settings.poll_s)
+        redeployed = False
+        while True:
+            try:
+                target = self._deploy(spec)
+                answer = self.client.invoke(target.path, self._run_input(spec, target, request), blocking=True,
+                                            wait_s=_wait_s(spec))
+            except UpstreamRefused as exc:
+                time.sleep(_next_or_raise(waits, exc))
+                continue
+            if redeployed or not _deleted(answer):
+                return answer
             self._forget_deployment(target)
-            self._deploy(spec)
-            answer = self.client.invoke(target.path, body, blocking=True, wait_s=_wait_s(spec))
-        return answer
+            redeployed = True
+
+    async def _sent_async(self, spec: ActionSpec, target: UpstreamName, request: RunRequest) -> Answer:
+        """A blocking invoke of the deployment ``target``, from the event loop, sent again as
+        :meth:`_invoke` sends it."""
+        waits = _waits(self.settings.retry_s, self.settings.poll_s)
+        while True:
+            try:
+                return await self.client.invoke_async(target.path, self._run_input(spec, target, request),
+                                                      _wait_s(spec))
+            except UpstreamRefused as exc:
+                await asyncio.sleep(_next_or_raise(waits, exc))
 
     def _forget_deployment(self, target: UpstreamName) -> None:
         """``target`` was deleted upstream behind owx's back: its next use deploys it again."""
@@ -225,11 +246,25 @@ class OpenWhiskPlatform(Platform):
 
 def _polls(spec: ActionSpec, poll_s: float) -> Iterator[float]:
     """The waits between polls for the record of an activation of ``spec``, until its time limit and
-    ``RESULT_GRACE_S`` are over (from ``poll_s``, growing to 1 s)."""
+    ``RESULT_GRACE_S`` are over."""
+    return _waits(spec.timeout_ms / 1000 + RESULT_GRACE_S, poll_s)
+
+
+def _waits(duration_s: float, poll_s: float) -> Iterator[float]:
+    """Waits between attempts for ``duration_s`` from when the first is asked for: from ``poll_s``,
+    growing to 1 s."""
     started = time.monotonic()
-    deadline = started + spec.timeout_ms / 1000 + RESULT_GRACE_S
+    deadline = started + duration_s
     while time.monotonic() < deadline:
         yield backoff(poll_s, started)
+
+
+def _next_or_raise(waits: Iterator[float], refusal: UpstreamRefused) -> float:
+    """The next wait before sending a refused request again; the refusal once there is none left."""
+    wait = next(waits, None)
+    if wait is None:
+        raise refusal
+    return wait
 
 
 def _raise_unless_away(exc: PlatformError) -> None:
