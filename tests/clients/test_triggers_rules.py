@@ -114,6 +114,18 @@ def test_fire_activates_the_rules_action_and_records_it(http, gateway):
     assert "authorization" not in result["__ow_headers"]  # the caller's key never reaches the action
 
 
+def test_a_rules_action_runs_in_the_fires_transaction(http, gateway):
+    """The action a fire starts gets the fire's transaction id (its answer's ``X-Request-ID``), as in OpenWhisk."""
+    action, trigger, rule = _unique("act"), _unique("trg"), _unique("rule")
+    _action(http, gateway, action, "import os\ndef main(args):\n    return {'tid': os.environ['__OW_TRANSACTION_ID']}\n")
+    assert http.put(gateway.api(f"triggers/{trigger}"), json={}).status_code == 200
+    assert http.put(gateway.api(f"rules/{rule}"), json={"trigger": f"/_/{trigger}", "action": f"/_/{action}"}).ok
+    fired = http.post(gateway.api(f"triggers/{trigger}"), json={})
+    (line,) = [json.loads(text) for text in gateway.wait_record(http, fired.json()["activationId"])["logs"]]
+    ran = gateway.wait_record(http, line["activationId"])
+    assert ran["response"]["result"] == {"tid": fired.headers["X-Request-ID"]}
+
+
 def test_disabled_rule_does_not_fire(http, gateway):
     action, trigger, rule, _ = _trigger_and_rule(http, gateway)
     disabled = http.post(gateway.api(f"rules/{rule}"), json={"status": "inactive"})

@@ -116,6 +116,23 @@ def test_an_action_sees_its_version(gateway, http):
     assert http.post(invoke, params={"blocking": "true", "result": "true"}, json={}).json()["version"] == "0.0.2"
 
 
+def test_an_action_runs_in_the_transaction_its_caller_is_answered_with(gateway, http):
+    """``__OW_TRANSACTION_ID`` is the id the invoke's answer names in ``X-Request-ID`` (OpenWhisk's one
+    transaction id), for a plain invoke, a sequence's every component and a web action."""
+    tid = "import os\ndef main(args):\n    return {'tids': args.get('tids', []) + [os.environ['__OW_TRANSACTION_ID']]}\n"
+    name = deploy(http, gateway, code=tid, annotations=[{"key": "web-export", "value": True}])
+    answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"})
+    assert answer.json() == {"tids": [answer.headers["X-Request-ID"]]}
+    again = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"})
+    assert again.json()["tids"] != answer.json()["tids"]  # each request is its own transaction
+    seq = f"seq-{uuid.uuid4().hex[:8]}"
+    assert http.put(gateway.api(f"actions/{seq}"), json={"exec": {"kind": "sequence", "components": [name, name]}}).ok
+    piped = http.post(gateway.api(f"actions/{seq}"), params={"blocking": "true", "result": "true"})
+    assert piped.json() == {"tids": [piped.headers["X-Request-ID"]] * 2}
+    web = requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}.json")
+    assert web.json() == {"tids": [web.headers["X-Request-ID"]]}
+
+
 def test_module_code_sees_the_activation_environment_at_init(gateway, http):
     """The ``__OW_*`` variables of the activation a container starts for are set before the action's
     module code runs (OpenWhisk's invoker passes them to /init); later runs see their own."""

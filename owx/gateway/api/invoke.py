@@ -11,7 +11,8 @@ Answers as OpenWhisk: 202 ``{"activationId"}`` unless ``blocking=true``; blockin
 (``result=true``, or a result that is an array: the result only) with 200, 502 for the action's
 errors or 500 for owx's, and a 202 when the activation outlasts ``timeout`` (milliseconds; at most
 and by default ``blocking_wait_s``). Every answer names its transaction in
-``X-Request-ID``, and an activation in ``X-OpenWhisk-Activation-Id``.
+``X-Request-ID`` (the action gets the same id as ``__OW_TRANSACTION_ID``), and an activation in
+``X-OpenWhisk-Activation-Id``.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class InvokeEndpoint:
         except ApiError:
             throttle.count_refused(identity.namespace)
             raise
-        activation_id, done = await self._start(identity, resolved, params, blocking)
+        activation_id, done = await self._start(identity, resolved, params, blocking, transaction_id)
         headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
         if blocking:
             completion = await self._wait(done, wait_s)
@@ -114,13 +115,13 @@ class InvokeEndpoint:
         catalog = self.gateway.catalog
         return catalog.resolved(path, caller) or await self._on_thread(catalog.resolve, path, caller)
 
-    async def _start(self, identity: Identity, resolved: ResolvedAction, params: dict,
-                     blocking: bool) -> tuple[str, asyncio.Future[Completion]]:
+    async def _start(self, identity: Identity, resolved: ResolvedAction, params: dict, blocking: bool,
+                     transaction_id: str) -> tuple[str, asyncio.Future[Completion]]:
         invoker = self.gateway.invoker
         if invoker.gated(resolved):  # an extension reserves what it needs first, which may block
-            invocation = await self._on_thread(invoker.start, identity, resolved, params)
+            invocation = await self._on_thread(invoker.start, identity, resolved, params, transaction_id)
             return invocation.activation_id, asyncio.wrap_future(invocation.done)
-        return invoker.submit(identity, resolved, params, blocking)
+        return invoker.submit(identity, resolved, params, blocking, transaction_id)
 
     async def _wait(self, done: asyncio.Future[Completion], wait_s: float) -> Completion | None:
         """The completion, or None past ``wait_s`` (the activation goes on). Without

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, g, jsonify, request
 
 from owx.gateway.api.invoke import ACTIVATION_HEADER
 from owx.gateway.api.request_args import caller, flag, gateway, json_object, listing, model, namespace
@@ -47,7 +47,8 @@ def fire(ns: str, name: str):
     ns, name = namespace(ns), check_name(name)
     service = gateway()
     params = json_object(max_bytes=service.settings.gateway.max_payload_bytes)
-    activation_id = service.reactive.firer.fire(caller(), name, params, dict(request.headers))
+    activation_id = service.reactive.firer.fire(caller(), name, params, dict(request.headers),
+                                                g.get("transaction_id"))
     if activation_id is None:
         return "", 204
     return jsonify(activationId=activation_id), 202, {ACTIVATION_HEADER: activation_id}

@@ -23,7 +23,7 @@ import re
 from hmac import compare_digest
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, g, request
 
 from owx.gateway import cors, errors
 from owx.gateway.api.invoke import ACTIVATION_HEADER
@@ -113,7 +113,7 @@ def web_action(ns: str, package: str, rest: str):
         raise ApiError(401, UNAUTHENTICATED, cors_headers)
     params = _parameters(bool(annotation(resolved.doc, "raw-http")), extra_path,
                          service.settings.gateway.max_payload_bytes, caller, cors_headers)
-    invocation = service.invoker.start(owner, resolved, params)
+    invocation = service.invoker.start(owner, resolved, params, g.get("transaction_id"))
     headers = {ACTIVATION_HEADER: invocation.activation_id, **cors_headers}
 
     def answer(done: Completion) -> Response:

@@ -101,6 +101,13 @@ class Activation:
     args: dict[str, Any] | list[Any]
     cause: str | None = None
     accepted_ms: int = field(default_factory=records.now_ms)
+    transaction: str | None = None  # the request's transaction id (``X-Request-ID``); else its own id
+
+    @property
+    def transaction_id(self) -> str:
+        """What the action gets as ``__OW_TRANSACTION_ID``: the id of the request that caused it, as the
+        caller's answer names it in ``X-Request-ID`` (a sequence's components share it)."""
+        return self.transaction or self.id
 
     def entry(self) -> dict[str, Any]:
         return self.plan.facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
@@ -207,13 +214,14 @@ class Invoker:
 
     # -- admission (the event loop) ------------------------------------------------------------
     def submit(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any],
-               blocking: bool = False) -> Running:
+               blocking: bool = False, transaction: str | None = None) -> Running:
         """Admit, journal and start one activation, on the event loop. Raises ``ApiError`` (400, 429)
         or ``StoreUnavailable`` (503) instead. ``blocking``: the caller waits for the record (see
         the module's docstring: then it is journalled once started). Actions behind a gate (see
         :meth:`route`) go through :meth:`start` on a thread instead."""
         plan = self.plan(resolved)
-        activation = Activation(new_id(), identity, resolved, plan, self._arguments(resolved, plan, params))
+        activation = Activation(new_id(), identity, resolved, plan, self._arguments(resolved, plan, params),
+                                transaction=transaction)
         self.throttle.admit(identity.namespace)
         try:
             self._accept(activation, journal=not blocking)
@@ -329,7 +337,7 @@ class Invoker:
             namespace=activation.identity.namespace,
             action_name=resolved.path.fqn,
             activation_id=activation.id,
-            transaction_id=activation.id,
+            transaction_id=activation.transaction_id,
             api_key=activation.identity.auth if activation.plan.gets_api_key else None,
             api_host=self.api_host,
             action_version=activation.plan.facts.version,
@@ -398,7 +406,7 @@ class Invoker:
         caller = sequence.identity.namespace
         component = self.catalog.resolve(parse_fqn(reference, caller), caller)
         child = Activation(new_id(), sequence.identity, component, self.plan(component),
-                           component.arguments(value), cause=sequence.id)
+                           component.arguments(value), cause=sequence.id, transaction=sequence.transaction_id)
         if component.kind == "sequence":
             ran = self._sequence(child, count)
         else:
@@ -409,13 +417,14 @@ class Invoker:
         return self._observed(completion).record
 
     # -- threads' entry points ---------------------------------------------------------------------
-    def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any]) -> Invocation:
+    def start(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any],
+              transaction: str | None = None) -> Invocation:
         """:meth:`submit` from a thread (a gated action: :meth:`start_all`); raises what it raises."""
         if self.gated(resolved):
-            return self.start_all(identity, resolved, [params])[0]
+            return self.start_all(identity, resolved, [params], transaction=transaction)[0]
 
         async def submitted() -> Running:
-            return self.submit(identity, resolved, params)
+            return self.submit(identity, resolved, params, transaction=transaction)
 
         running = self.loop.submit(submitted()).result()
         done: Future[Completion] = Future()
@@ -423,13 +432,13 @@ class Invoker:
         return Invocation(running.activation_id, done)
 
     def start_all(self, identity: Identity, resolved: ResolvedAction, params: list[dict[str, Any]],
-                  activation_ids: list[str] | None = None) -> list[Invocation]:
+                  activation_ids: list[str] | None = None, transaction: str | None = None) -> list[Invocation]:
         """Journal activations that are admitted together (gang) once capacity allows, from a thread;
         never 429 for concurrency. Records arrive on the returned futures."""
         plan = self.plan(resolved)
         ids = activation_ids or [new_id() for _ in params]
-        activations = [Activation(aid, identity, resolved, plan, self._arguments(resolved, plan, p))
-                       for aid, p in zip(ids, params)]
+        activations = [Activation(aid, identity, resolved, plan, self._arguments(resolved, plan, p),
+                                  transaction=transaction) for aid, p in zip(ids, params)]
         for activation in activations:
             self._accept(activation)
         invocations = [Invocation(a.id, Future()) for a in activations]

@@ -48,8 +48,9 @@ class TriggerFirer:
         self.observers: list[Observer] = []
 
     def fire(self, identity: Identity, name: str, payload: dict[str, Any],
-             headers: dict[str, str] | None = None) -> str | None:
+             headers: dict[str, str] | None = None, transaction: str | None = None) -> str | None:
         """The trigger activation's id, or None when no rule of the trigger is active (404 if absent).
+        The rules' actions run in the fire's ``transaction``, if one is given.
 
         Every fire counts against the namespace's fires per minute (429 over it), before the trigger
         is even looked up, as OpenWhisk's entitlement check counts it: fires at triggers that do not
@@ -67,7 +68,7 @@ class TriggerFirer:
         visible = {k.lower(): v for k, v in (headers or {}).items() if k.lower() not in PRIVATE_HEADERS}
         args = {**params_dict(entity.doc.get("parameters")), **({"__ow_headers": visible} if headers else {}),
                 **payload}
-        lines = [self._activate(identity, rule, link, args) for rule, link in rules.items()]
+        lines = [self._activate(identity, rule, link, args, transaction) for rule, link in rules.items()]
         activation_id = new_id()
         stored = self.activations.put(records.trigger(activation_id, identity.subject, name,
                                                       entity.doc.get("version", "0.0.1"), start_ms, payload, lines,
@@ -77,14 +78,15 @@ class TriggerFirer:
         stored.result(DURABLE_WAIT_S)  # answered for only once it cannot be lost
         return activation_id
 
-    def _activate(self, identity: Identity, rule: str, link: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    def _activate(self, identity: Identity, rule: str, link: dict[str, Any], args: dict[str, Any],
+                  transaction: str | None) -> dict[str, Any]:
         """One rule line of the trigger record: the action's activation id, or why there is none."""
         action = ref_text(link["action"])
         if link.get("status") != ACTIVE:
             return _line(rule, action, NOT_STARTED, error=INACTIVE_RULE.format(rule=rule, action=action))
         try:
             resolved = self.catalog.resolve(ref_path(link["action"]), identity.namespace)
-            invocation = self.invoker.start(identity, resolved, args)
+            invocation = self.invoker.start(identity, resolved, args, transaction)
         except ApiError as exc:
             return _line(rule, action, WHISK_ERROR if exc.status >= 500 else NOT_STARTED, error=exc.message)
         except Exception:  # noqa: BLE001 - a platform failure becomes the rule's line, as in OpenWhisk
