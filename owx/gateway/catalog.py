@@ -16,8 +16,9 @@ from typing import Any
 
 from owx.gateway import errors
 from owx.gateway.action_limits import effective, merge_limits
-from owx.gateway.entitlement import PACKAGES, Entitlement, PackageGrant
-from owx.gateway.errors import ApiError, bad_request, forbidden, not_found
+from owx.gateway.entitlement import Entitlement, PackageGrant
+from owx.gateway.entity_names import ACTIONS, PACKAGES, absent, check_free
+from owx.gateway.errors import ApiError, bad_request, forbidden
 from owx.gateway.models import MAX_SEQUENCE_LENGTH, ActionBody, ExecBody, KeyValue, PackageBody
 from owx.gateway.names import DEFAULT_PACKAGE, EntityPath, parse_fqn
 from owx.gateway.settings import ActionLimits
@@ -26,7 +27,6 @@ from owx.gateway.versions import next_version
 from owx.platform import Platform
 from owx.platform.types import PYTHON_KINDS
 
-ACTIONS = "actions"
 RESOLVE_TTL_S = 2.0  # how long an invocation may see an action another gateway changed
 MAX_SEQUENCE_NODES = 10 * MAX_SEQUENCE_LENGTH  # actions and nested sequences looked at per check
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)")
@@ -174,8 +174,10 @@ class Catalog:
         current = self.store.get(path.namespace, ACTIONS, path.relative)
         if current and not overwrite:
             raise ApiError(409, errors.ALREADY_EXISTS)
-        if current is None and body.exec is None:
-            raise bad_request("The request content was malformed:\nexec undefined")
+        if current is None:
+            check_free(self.store, path.namespace, ACTIONS, path.relative)
+            if body.exec is None:
+                raise bad_request("The request content was malformed:\nexec undefined")
         doc = self._merge_action(path, body, current.doc if current else None)
         saved = self._put(path.namespace, ACTIONS, path.relative, doc, current)
         if current is not None:
@@ -272,9 +274,10 @@ class Catalog:
     def get_action(self, caller: str, path: EntityPath, code: bool = True) -> dict[str, Any]:
         """The action (through a binding: the bound one) with its package's parameters under its own."""
         grant = self.access.use_action(caller, path)
-        entity = self.store.get(*self._source(path, grant))
+        source = self._source(path, grant)
+        entity = self.store.get(*source)
         if entity is None:
-            raise not_found()
+            raise absent(self.store, *source)
         doc = self._present(entity)
         if grant is not None:
             doc["parameters"] = _inherit(grant.parameters, doc.get("parameters"))
@@ -314,7 +317,7 @@ class Catalog:
             self._require_package(path.namespace, path.package)
         entity = self.store.get(path.namespace, ACTIONS, path.relative)
         if entity is None or not self.store.delete(path.namespace, ACTIONS, path.relative, entity.rev):
-            raise not_found()
+            raise absent(self.store, path.namespace, ACTIONS, path.relative)
         self._forget()
         self.platform.forget(str(path))
         return self._present(entity)
@@ -332,7 +335,7 @@ class Catalog:
         namespace, _, relative = self._source(path, grant)
         entity = self.store.get(namespace, ACTIONS, relative)
         if entity is None:
-            raise not_found()
+            raise absent(self.store, namespace, ACTIONS, relative)
         located = EntityPath(namespace, path.name, grant.source.name if grant else None)
         inherited = grant.parameters if grant else []
         doc = self._present(entity)
@@ -364,7 +367,7 @@ class Catalog:
     def _require_package(self, namespace: str, name: str) -> dict[str, Any]:
         package = self.store.get(namespace, PACKAGES, name)
         if package is None:
-            raise not_found()
+            raise absent(self.store, namespace, PACKAGES, name)
         if package.doc.get("binding"):
             raise bad_request(errors.BINDING_NOT_ALLOWED)
         return package.doc
@@ -379,6 +382,8 @@ class Catalog:
         current = self.store.get(namespace, PACKAGES, name)
         if current and not overwrite:
             raise ApiError(409, errors.ALREADY_EXISTS)
+        if current is None:
+            check_free(self.store, namespace, PACKAGES, name)
         old = current.doc if current else {}
         if binding and current and not old.get("binding"):
             raise ApiError(409, errors.PACKAGE_CANNOT_BECOME_BINDING)
@@ -444,7 +449,7 @@ class Catalog:
         self.access.change(caller, EntityPath(namespace, name))
         entity = self.store.get(namespace, PACKAGES, name)
         if entity is None:
-            raise not_found()
+            raise absent(self.store, namespace, PACKAGES, name)
         contents = [] if entity.doc.get("binding") else self.store.list(namespace, ACTIONS, prefix=f"{name}/")
         if contents and not force:
             entities = "entity" if len(contents) == 1 else "entities"

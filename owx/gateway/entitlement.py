@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from owx.gateway import errors
 from owx.gateway.errors import ApiError, forbidden, not_found
+from owx.gateway.entity_names import PACKAGES, absent
 from owx.gateway.names import EntityPath
 from owx.gateway.stores import Entity, EntityStore
 
-PACKAGES = "packages"
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Entitlement:
         entity = self.store.get(namespace, PACKAGES, name)
         if entity is None:
             if owner:
-                raise not_found()
+                raise absent(self.store, namespace, PACKAGES, name)
             return None
         binding = entity.doc.get("binding") or None
         if binding is None:

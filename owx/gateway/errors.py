@@ -6,6 +6,7 @@ from __future__ import annotations
 NOT_FOUND = "The requested resource does not exist."
 ALREADY_EXISTS = "resource already exists"
 CONFLICT = "Concurrent modification to resource detected."
+NOT_IN_COLLECTION = "Resource by this name exists but is not in this collection."
 UNAUTHENTICATED = "The supplied authentication is invalid."
 NOT_AUTHORIZED = "The supplied authentication is not authorized to access '{}'."
 NAME_ILLEGAL = "The name of the entity contains illegal characters."

@@ -202,3 +202,30 @@ def test_unknown_route_and_method(gateway, http):
     missing = http.get(gateway.url + "/api/v1/nothing-here")
     assert missing.status_code == 404 and missing.json()["error"] == "The requested resource does not exist."
     assert http.patch(gateway.api("actions/x")).status_code == 405
+
+
+def test_a_namespaces_entities_share_one_set_of_names_as_in_openwhisk(gateway, http):
+    """A name taken by an action, package, trigger or rule cannot be created in another collection,
+    and asking another collection for it is OpenWhisk's 409, not a 404; nothing is stored."""
+    conformance = "Resource by this name exists but is not in this collection."
+    action, trigger = unique("taken"), unique("taken")
+    assert put(http, gateway, action, {"exec": {"kind": "python:3", "code": HELLO}}).status_code == 200
+    assert http.put(gateway.api(f"triggers/{trigger}"), json={}).status_code == 200
+    rule_body = {"trigger": f"/_/{trigger}", "action": f"/_/{action}"}
+    for name, elsewhere in ((action, ["packages", "triggers", "rules"]), (trigger, ["actions", "packages", "rules"])):
+        for collection in elsewhere:
+            url = gateway.api(f"{collection}/{name}")
+            body = {"exec": {"kind": "python:3", "code": HELLO}} if collection == "actions" else rule_body
+            for answer in (http.put(url, json=body), http.put(url, json=body, params={"overwrite": "true"}),
+                           http.get(url), http.delete(url)):
+                assert answer.status_code == 409 and answer.json()["error"] == conformance, (collection, answer.text)
+    for answer in (http.post(gateway.api(f"triggers/{action}"), json={}),
+                   http.post(gateway.api(f"actions/{trigger}"), params={"blocking": "true"})):
+        assert answer.status_code == 409 and answer.json()["error"] == conformance, answer.text
+    assert http.get(gateway.api(f"actions/{action}")).status_code == 200  # untouched
+    assert http.get(gateway.api(f"triggers/{trigger}")).status_code == 200
+    assert http.get(gateway.api(f"rules/{unique('missing')}")).status_code == 404  # a name nobody holds
+    package = unique("pkg")
+    assert http.put(gateway.api(f"packages/{package}"), json={}).status_code == 200
+    inside = put(http, gateway, f"{package}/{trigger}", {"exec": {"kind": "python:3", "code": HELLO}})
+    assert inside.status_code == 200  # an action in a package has a name of its own

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from owx.gateway.catalog import Catalog, params_dict
-from owx.gateway.errors import ApiError, not_found
+from owx.gateway.entity_names import TRIGGERS, absent
+from owx.gateway.errors import ApiError
 from owx.gateway.identity import Identity
 from owx.gateway.ids import new_id
 from owx.gateway.pipeline import records
@@ -60,7 +61,7 @@ class TriggerFirer:
         self.rate.release(identity.namespace)  # a fire holds nothing while its actions run
         entity = self.triggers.entity(identity.namespace, name)
         if entity is None:
-            raise not_found()
+            raise absent(self.entities, identity.namespace, TRIGGERS, name)
         rules: dict[str, dict[str, Any]] = entity.doc.get("rules") or {}
         if not any(link.get("status") == ACTIVE for link in rules.values()):
             return None

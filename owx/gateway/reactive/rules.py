@@ -11,6 +11,7 @@ from typing import Any
 
 from owx.gateway import errors
 from owx.gateway.entitlement import Entitlement
+from owx.gateway.entity_names import ACTIONS, PACKAGES, RULES, absent, check_free
 from owx.gateway.errors import ApiError, bad_request, not_found
 from owx.gateway.identity import Identity
 from owx.gateway.names import EntityPath
@@ -19,9 +20,6 @@ from owx.gateway.reactive.triggers import TriggerCatalog, present
 from owx.gateway.stores import Conflict, Entity, EntityStore
 from owx.gateway.versions import next_version
 
-RULES = "rules"
-ACTIONS = "actions"
-PACKAGES = "packages"
 NEEDS_TRIGGER_AND_ACTION = "rule requires a valid trigger and a valid action"
 NO_TRIGGER_TO_ACTIVATE = "Only rules with existing triggers can be activated"
 
@@ -40,8 +38,10 @@ class RuleCatalog:
         if current is not None and not overwrite:
             raise ApiError(409, errors.ALREADY_EXISTS)
         old = current.doc if current else {}
-        if current is None and (body.trigger is None or body.action is None):
-            raise bad_request(NEEDS_TRIGGER_AND_ACTION)
+        if current is None:
+            check_free(self.store, namespace, RULES, name)
+            if body.trigger is None or body.action is None:
+                raise bad_request(NEEDS_TRIGGER_AND_ACTION)
         trigger = resolve_ref(body.trigger, namespace) if body.trigger is not None else ref_path(old["trigger"])
         action = resolve_ref(body.action, namespace) if body.action is not None else ref_path(old["action"])
         self._check_references(identity, trigger, action)
@@ -106,7 +106,7 @@ class RuleCatalog:
         key = _rule_key(namespace, name)
         self.triggers.change_rules(trigger.namespace, trigger.name, lambda rules: rules.pop(key, None))
         if not self.store.delete(namespace, RULES, name, entity.rev):
-            raise not_found()
+            raise absent(self.store, namespace, RULES, name)
         return {**present(entity), "status": INACTIVE}
 
     def set_status(self, namespace: str, name: str, status: str) -> None:
@@ -122,7 +122,7 @@ class RuleCatalog:
     def _entity(self, namespace: str, name: str) -> Entity:
         entity = self.store.get(namespace, RULES, name)
         if entity is None:
-            raise not_found()
+            raise absent(self.store, namespace, RULES, name)
         return entity
 
     def _status(self, doc: dict[str, Any]) -> str:

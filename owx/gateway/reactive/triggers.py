@@ -10,13 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from owx.gateway import errors
-from owx.gateway.errors import ApiError, bad_request, not_found
+from owx.gateway.entity_names import TRIGGERS, absent, check_free
+from owx.gateway.errors import ApiError, bad_request
 from owx.gateway.names import parse_fqn
 from owx.gateway.reactive.models import TriggerBody
 from owx.gateway.stores import Conflict, Entity, EntityStore
 from owx.gateway.versions import next_version
 
-TRIGGERS = "triggers"
 FEED_ANNOTATION = "feed"
 FEED_NAME_INVALID = "Feed name is not valid"
 UPDATE_ATTEMPTS = 20
@@ -47,6 +47,8 @@ class TriggerCatalog:
         current = self.store.get(namespace, TRIGGERS, name)
         if current is not None and not overwrite:
             raise ApiError(409, errors.ALREADY_EXISTS)
+        if current is None:
+            check_free(self.store, namespace, TRIGGERS, name)
         old = current.doc if current else {}
         doc = {
             "namespace": namespace,
@@ -73,7 +75,7 @@ class TriggerCatalog:
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         entity = self.entity(namespace, name)
         if entity is None:
-            raise not_found()
+            raise absent(self.store, namespace, TRIGGERS, name)
         return present(entity)
 
     def list(self, namespace: str, skip: int, limit: int) -> list[dict[str, Any]]:
@@ -86,7 +88,7 @@ class TriggerCatalog:
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
         entity = self.entity(namespace, name)
         if entity is None or not self.store.delete(namespace, TRIGGERS, name, entity.rev):
-            raise not_found()
+            raise absent(self.store, namespace, TRIGGERS, name)
         return present(entity)
 
     def change_rules(self, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> bool:
