@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
 from owx.common.eventloop import EventLoopThread, run_on_thread
@@ -38,6 +38,7 @@ from owx.gateway.models import MAX_SEQUENCE_LENGTH
 from owx.gateway.names import parse_fqn
 from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
+from owx.gateway.pipeline.compositions import Steps, compose, is_conductor
 from owx.gateway.pipeline.records import ActionFacts
 from owx.gateway.pipeline.slots import RunSlots
 from owx.gateway.stores import ActivationStore, StoreUnavailable
@@ -88,6 +89,7 @@ class Plan:
     on_platform: bool  # the runner is the platform itself: a warm container may take it on the loop
     final_parameters: frozenset[str]  # those an invoke may not override (see `_final_parameters`)
     gets_api_key: bool  # the caller's key goes to the action (see ``ResolvedAction.gets_api_key``)
+    conductor: bool  # an invoke runs a composition (see `compositions`)
 
 
 @dataclass
@@ -131,6 +133,7 @@ class _Ran(NamedTuple):
     outcome: RunOutcome
     platform_status: int | None = None  # the platform could not run it at all: answer this status
     duration_ms: int | None = None  # a sequence's: its components' together (OpenWhisk's)
+    facts: ActionFacts | None = None  # what the record says about the action, if not the plan's (a composition)
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,7 @@ class Invoker:
                             (self.runner, None))
         facts = ActionFacts.of(resolved.doc, str(resolved.path), resolved.binding)
         plan = Plan(runner, gate, action_spec(resolved), facts, runner is self.platform,
-                    _final_parameters(resolved), resolved.gets_api_key)
+                    _final_parameters(resolved), resolved.gets_api_key, is_conductor(resolved))
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         self._plans[id(resolved)] = (resolved, plan)  # the entry keeps ``resolved`` alive: its id stays its own
@@ -299,7 +302,7 @@ class Invoker:
 
     async def _outcome(self, activation: Activation) -> _Ran:
         plan = activation.plan
-        if plan.on_platform and self._loop_runs and activation.action.kind != "sequence":
+        if plan.on_platform and self._loop_runs and activation.action.kind != "sequence" and not plan.conductor:
             now_ms = records.now_ms()
             try:
                 warm = await self.platform.run_warm(plan.spec, self._request(activation))
@@ -318,8 +321,9 @@ class Invoker:
 
     def _store(self, activation: Activation, ran: _Ran) -> tuple[Completion, Future[None]]:
         """Build the record (the one builder) and hand it to the store; the future: once it is durable."""
-        record = records.build(activation.id, activation.identity.namespace, activation.plan.facts, ran.outcome,
-                               self.max_result_bytes, activation.accepted_ms, activation.cause, ran.duration_ms)
+        record = records.build(activation.id, activation.identity.namespace, ran.facts or activation.plan.facts,
+                               ran.outcome, self.max_result_bytes, activation.accepted_ms, activation.cause,
+                               ran.duration_ms)
         return Completion.of(record, ran.platform_status), self.activations.put(record)
 
     def _observed(self, completion: Completion) -> Completion:
@@ -348,6 +352,12 @@ class Invoker:
         """The activation's outcome (with the status to answer when the platform could not run it)."""
         if activation.action.kind == "sequence":
             return self._sequence(activation)
+        if activation.plan.conductor:
+            return self._composition(activation)
+        return self._atomic(activation)
+
+    def _atomic(self, activation: Activation) -> _Ran:
+        """One run of the action itself on its runner."""
         now_ms = records.now_ms()
         try:
             return _Ran(activation.plan.runner.run(activation.plan.spec, self._request(activation)))
@@ -405,14 +415,39 @@ class Invoker:
         no admission); the record. Raises ApiError when the component cannot be invoked any more."""
         caller = sequence.identity.namespace
         component = self.catalog.resolve(parse_fqn(reference, caller), caller)
-        child = Activation(new_id(), sequence.identity, component, self.plan(component),
-                           component.arguments(value), cause=sequence.id, transaction=sequence.transaction_id)
         if component.kind == "sequence":
-            ran = self._sequence(child, count)
-        else:
-            count.ran += 1
-            ran = self._run(child)
-        completion, stored = self._store(child, ran)
+            return self._child(sequence, component, value, lambda child: self._sequence(child, count))
+        count.ran += 1
+        return self._child(sequence, component, value, self._run)
+
+    def _composition(self, activation: Activation, steps: Steps | None = None) -> _Ran:
+        """Run a conductor action's composition (:mod:`.compositions`); nested ones share ``steps``."""
+        steps = steps or Steps()
+        caller = activation.identity.namespace
+        start_ms = records.now_ms()
+
+        def component(resolved: ResolvedAction, params: dict[str, Any]) -> dict[str, Any]:
+            if self.plan(resolved).conductor:
+                return self._child(activation, resolved, params, lambda child: self._composition(child, steps))
+            steps.components += 1
+            return self._child(activation, resolved, params, self._run)
+
+        ended = compose(activation.args, caller, steps,
+                        lambda params: self._child(activation, activation.action, params, self._atomic),
+                        component, lambda path: self.catalog.resolve(path, caller), activation.action.limits["memory"])
+        annotations = [*records.sequence_annotations(activation.action.limits, ended.memory_mb,
+                                                     topmost=activation.cause is None),
+                       {"key": "conductor", "value": True}]
+        outcome = RunOutcome(ended.status, ended.result, ended.ids, start_ms, records.now_ms(), annotations=annotations)
+        return _Ran(outcome, duration_ms=ended.duration_ms, facts=replace(activation.plan.facts, kind="sequence"))
+
+    def _child(self, parent: Activation, resolved: ResolvedAction, value: Any,
+               run: Callable[[Activation], _Ran]) -> dict[str, Any]:
+        """Run ``resolved`` with ``value`` as a step of ``parent`` (its cause; on this thread: no slot, no
+        admission) and store its record; the record."""
+        child = Activation(new_id(), parent.identity, resolved, self.plan(resolved), resolved.arguments(value),
+                           cause=parent.id, transaction=parent.transaction_id)
+        completion, stored = self._store(child, run(child))
         stored.result(DURABLE_WAIT_S)
         return self._observed(completion).record
 
