@@ -1,4 +1,4 @@
-"""Invoke an action: admit, journal, run on the platform (or as a sequence), record durably.
+"""Invoke an action: admit, journal, run on the platform (or as a sequence or a composition), record durably.
 
 One straight line per activation, a task on the gateway's event loop (:meth:`Invoker.submit`):
 
