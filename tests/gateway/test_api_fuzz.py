@@ -161,3 +161,40 @@ def _asks_for_500(answer: object) -> bool:
         return not isinstance(code, bool) and float(str(code).strip()) == 500
     except ValueError:
         return False
+
+
+conductor_like = st.fixed_dictionaries({}, optional={
+    "action": st.sampled_from(["fuzz-inc", "/_/fuzz-inc", "fuzz-conductor", "missing", "/other/secret", "a b"])
+    | json_values,
+    "params": json_values,
+    "state": json_values,
+})
+INC = "def main(args):\n    return {'n': (args.get('n') if isinstance(args.get('n'), int) else 0) + 1}\n"
+# its first step answers what the test gives it, and so does every step its state keeps the answer for
+CONDUCTING = "def main(args):\n    return args['answer'] if 'answer' in args else {'end': sorted(args)}\n"
+
+
+@pytest.fixture(scope="module")
+def conductor(gateway) -> str:
+    """A conductor action whose first step returns whatever its ``answer`` parameter holds."""
+    http = gateway.session()
+    for name, code, annotations in (("fuzz-inc", INC, []),
+                                    ("fuzz-conductor", CONDUCTING, [{"key": "conductor", "value": True}])):
+        body = {"exec": {"kind": "python:3", "code": code}, "annotations": annotations}
+        assert http.put(gateway.api(f"actions/{name}"), json=body, params={"overwrite": "true"}).status_code == 200
+    return gateway.api("actions/fuzz-conductor")
+
+
+@hostile
+@given(answer=conductor_like | json_values)
+def test_any_conductor_step_ends_in_a_stored_record(gateway, conductor, answer):
+    """Whatever a conductor's step returns (names that do not parse or exist, another tenant's, itself;
+    params and state of any shape), its composition ends with a record: never a 500, never lost."""
+    reply = requests.post(conductor, params={"blocking": "true"}, json={"answer": answer},
+                          auth=tuple(gateway.auth.split(":", 1)), timeout=120)
+    assert reply.status_code in (200, 502), (answer, reply.text[:300])
+    stored = requests.get(gateway.api(f"activations/{reply.headers['x-openwhisk-activation-id']}"),
+                          auth=tuple(gateway.auth.split(":", 1)))
+    assert stored.status_code == 200 and {"key": "conductor", "value": True} in stored.json()["annotations"]
+    result = stored.json()["response"]["result"]
+    assert reply.json() == (result if isinstance(result, list) else stored.json())  # an array is answered alone
