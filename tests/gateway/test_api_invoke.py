@@ -168,6 +168,23 @@ def test_blocking_caller_waits_at_most_its_timeout(gateway, http):
                                               "Timeout must be number of milliseconds up to 60000.")
 
 
+def test_an_integer_beyond_64_bits_is_answered_as_json_carries_it(gateway, http):
+    """JSON has no integer limit and Python's runtime returns any; the answer, the record and the
+    listing carry it exactly (the answer was a 500 while the record was stored)."""
+    huge = 2**70 + 1
+    name = deploy(http, gateway, code=f"def main(args):\n    return {{'n': {huge}, 'got': args.get('x')}}\n")
+    answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"},
+                       data=f'{{"x": -{huge}}}', headers={"Content-Type": "application/json"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["response"]["result"] == {"n": huge, "got": -huge}
+    only = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"})
+    assert only.status_code == 200 and only.json() == {"n": huge, "got": None}
+    stored = http.get(gateway.api(f"activations/{answer.json()['activationId']}"))
+    assert stored.json()["response"]["result"]["n"] == huge
+    listed = http.get(gateway.api("activations"), params={"name": name, "docs": "true"})
+    assert {record["response"]["result"]["n"] for record in listed.json()} == {huge}
+
+
 def test_an_array_result_is_answered_alone(gateway, http):
     """A blocking invoke of an action whose result is an array answers the array, with or without
     ``result=true`` (OpenWhisk's); the record keeps it, and the SDK reads the record behind it."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from owx.common import jsonvalues
 from owx.gateway.ids import new_id
 
 JSON = "application/json"
@@ -56,8 +55,8 @@ class Response:
 
 
 def json_response(value: Any, status: int = 200, headers: list[tuple[str, str]] | None = None) -> Response:
-    """A compact JSON answer."""
-    return Response(status, orjson.dumps(value), [("Content-Type", JSON), *(headers or ())])
+    """A compact JSON answer (an integer beyond 64 bits, which an action may return, too)."""
+    return Response(status, jsonvalues.dumps(value), [("Content-Type", JSON), *(headers or ())])
 
 
 def error_response(status: int, message: str, transaction_id: str | None = None,
