@@ -17,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from owx.gateway import errors
-from owx.gateway.errors import ApiError, forbidden, not_found
 from owx.gateway.entity_names import PACKAGES, absent
+from owx.gateway.errors import ApiError, forbidden, not_found
 from owx.gateway.names import EntityPath
 from owx.gateway.stores import Entity, EntityStore
-
 
 
 @dataclass(frozen=True)

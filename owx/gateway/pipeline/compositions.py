@@ -53,17 +53,11 @@ class Steps:
 
 @dataclass
 class Ended:
-    """How a composition ended, and what its steps add up to."""
+    """How a composition ended, and what its steps add up to: their ids, their durations together and
+    the largest memory limit among them (the conductor's to begin with)."""
 
-    status: str
-    result: Any
-    ids: list[str] = field(default_factory=list)
-    duration_ms: int = 0
-    memory_mb: int | None = None
-
-
-@dataclass
-class _Trace:
+    status: str = ""
+    result: Any = None
     ids: list[str] = field(default_factory=list)
     duration_ms: int = 0
     memory_mb: int | None = None
@@ -77,7 +71,8 @@ class _Trace:
         return record["response"]["result"]
 
     def end(self, status: str, result: Any) -> Ended:
-        return Ended(status, result, self.ids, self.duration_ms, self.memory_mb)
+        self.status, self.result = status, result
+        return self
 
 
 def compose(value: Any, caller: str, steps: Steps, conductor: Callable[[dict[str, Any]], Record],
@@ -86,7 +81,7 @@ def compose(value: Any, caller: str, steps: Steps, conductor: Callable[[dict[str
     """Run one composition from its input ``value``: ``conductor(params)`` runs a conductor step,
     ``component(action, params)`` a component (each stores its record and returns it), ``resolve``
     finds a component as ``caller`` may invoke it (raising ApiError). ``memory_mb``: the conductor's."""
-    trace = _Trace(memory_mb=memory_mb)
+    trace = Ended(memory_mb=memory_mb)
     payload, state = value, None
     try:
         while True:
@@ -109,7 +104,7 @@ def compose(value: Any, caller: str, steps: Steps, conductor: Callable[[dict[str
 
 def _next(name: Any, caller: str, steps: Steps, resolve: Callable[[EntityPath], ResolvedAction],
           component: Callable[[ResolvedAction, dict[str, Any]], Record], params: dict[str, Any] | None,
-          trace: _Trace) -> Any:
+          trace: Ended) -> Any:
     """Run the component ``name`` a conductor step asked for; what the conductor gets next."""
     try:
         if not isinstance(name, str):
