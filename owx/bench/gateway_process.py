@@ -38,9 +38,10 @@ class GatewayProcess:
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])
 
-    def session(self) -> requests.Session:
+    def session(self, auth: str | None = None) -> requests.Session:
+        """A session with the default namespace's key, or with ``auth`` (another tenant's)."""
         session = requests.Session()
-        session.auth = tuple(self.auth.split(":", 1))  # type: ignore[assignment]
+        session.auth = tuple((auth or self.auth).split(":", 1))  # type: ignore[assignment]
         return session
 
     def api(self, path: str) -> str:

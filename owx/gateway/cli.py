@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--auth", help="uuid:key for the default namespace on first start (OWX_AUTH)")
     parser.add_argument("--upstream", metavar="URL", help="run every activation on this OpenWhisk (OWX_UPSTREAM__URL)")
     parser.add_argument("--upstream-auth", metavar="UUID:KEY", help="key of the upstream namespace (OWX_UPSTREAM__AUTH)")
+    parser.add_argument("--upstream-account", metavar="NAMESPACE=UUID:KEY", action="append", type=_account,
+                        help="an owx namespace's own upstream namespace, throttled apart from the others "
+                        "(repeatable; OWX_UPSTREAM__ACCOUNTS, a JSON object)")
     parser.add_argument("--upstream-insecure", action="store_true", default=None,
                         help="accept the upstream's self-signed certificate (OWX_UPSTREAM__INSECURE)")
     parser.add_argument("--no-extensions", action="store_true",
@@ -44,6 +47,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     platform: dict[str, Any] = {"kind": args.platform} if args.platform else {}
     upstream: dict[str, Any] = {k: v for k, v in (("url", args.upstream), ("auth", args.upstream_auth),
                                                   ("insecure", args.upstream_insecure)) if v is not None}
+    if args.upstream_account:
+        upstream["accounts"] = {**settings.upstream.accounts, **dict(args.upstream_account)}
     if upstream.get("url"):
         platform["kind"] = "openwhisk"
     tree: dict[str, Any] = {
@@ -56,6 +61,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.no_extensions:
         tree["extensions"] = []
     return settings.model_copy(update=tree)
+
+
+def _account(text: str) -> tuple[str, str]:
+    namespace, sep, auth = text.partition("=")
+    if not sep or not namespace:
+        raise argparse.ArgumentTypeError("expected NAMESPACE=UUID:KEY")
+    return namespace, auth
 
 
 def up(args: argparse.Namespace) -> int:

@@ -102,10 +102,26 @@ class UpstreamSettings(BaseModel):
         "refuses it without running it (throttled: 429, unavailable: 503, unreachable), before it is recorded "
         "as failed with the upstream's status (0: at once)")
     keep_alive: bool = Field(True, description="reuse connections to the upstream (off: a new connection per call)")
+    accounts: dict[str, str] = Field(
+        {}, description="owx namespaces with an upstream namespace of their own: namespace -> uuid:key. Their "
+        "invocations are deployed and run there, so the upstream throttles each of them alone; the others share "
+        "owx's key (auth), and its throttles")
 
     @field_validator("auth")
     @classmethod
     def _uuid_key(cls, value: str | None) -> str | None:
-        if value is not None and (":" not in value or not all(value.split(":", 1))):
-            raise ValueError("upstream auth must be uuid:key")
+        if value is not None:
+            _check_key(value)
         return value
+
+    @field_validator("accounts")
+    @classmethod
+    def _account_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for auth in value.values():
+            _check_key(auth)
+        return value
+
+
+def _check_key(auth: str) -> None:
+    if ":" not in auth or not all(auth.split(":", 1)):
+        raise ValueError("an upstream key must be uuid:key")

@@ -13,6 +13,8 @@ import json
 import secrets
 import shutil
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,8 @@ from owx.bench.canary.redis_server import RedisServer
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
 
 UPSTREAM_AUTH = f"{uuid.uuid4()}:{secrets.token_hex(24)}"
+UPSTREAM_CONCURRENCY = 2  # the narrow stand-in runs at most this many activations of one namespace at once
+SLOW = "import time\ndef main(args):\n    time.sleep(1.0)\n    return {'n': args.get('n')}\n"
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +67,43 @@ def wrapper(workdir: Path, upstream: GatewayProcess, redis: RedisServer) -> Iter
         env={"OWX_CANARY__STORE_URL": f"{redis.url}?blobs={workdir / 'blobs'}", "OWX_LIMITS__MEMORY_MB__MAX": "1024"})
     yield process
     process.stop()
+
+
+@pytest.fixture(scope="module")
+def narrow_upstream(workdir: Path) -> Iterator[GatewayProcess]:
+    """A stand-in upstream that throttles each of its namespaces at two activations in flight (429 beyond)."""
+    process = start_gateway_process(workdir / "narrow", args=["--no-extensions"], auth=UPSTREAM_AUTH,
+                                    env={"OWX_PLATFORM__STEM_CELLS": "0",
+                                         "OWX_GATEWAY__CONCURRENT_INVOCATIONS": str(UPSTREAM_CONCURRENCY)})
+    yield process
+    process.stop()
+
+
+def slow_burst(front: GatewayProcess, count: int, auth: str | None = None) -> list[str]:
+    """Create a new action that sleeps a second, and send it ``count`` non-blocking invokes at once (as
+    the tenant of ``auth``, else the default one); their activation ids."""
+    name = f"slow-{uuid.uuid4().hex[:6]}"
+    created = front.session(auth).put(front.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": SLOW}})
+    assert created.ok, created.text
+    ids: list[str] = []
+
+    def invoke(n: int) -> None:
+        answer = front.session(auth).post(front.api(f"actions/{name}"), json={"n": n})
+        assert answer.status_code == 202, answer.text
+        ids.append(answer.json()["activationId"])
+
+    threads = [threading.Thread(target=invoke, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return ids
+
+
+def record_of(front: GatewayProcess, activation_id: str, auth: str | None = None, within_s: float = 90) -> dict:
+    """The stored record of ``activation_id`` (read as the tenant of ``auth``), once there is one."""
+    deadline = time.monotonic() + within_s
+    while (stored := front.session(auth).get(front.api(f"activations/{activation_id}"))).status_code == 404:
+        assert time.monotonic() < deadline, f"activation {activation_id} was never recorded"
+        time.sleep(0.1)
+    return stored.json()

@@ -13,21 +13,9 @@ from pathlib import Path
 import pytest
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from tests.upstream.conftest import UPSTREAM_AUTH
+from tests.upstream.conftest import UPSTREAM_AUTH, UPSTREAM_CONCURRENCY, record_of, slow_burst
 
-SLOW = "import time\ndef main(args):\n    time.sleep(1.0)\n    return {'n': args.get('n')}\n"
-UPSTREAM_CONCURRENCY = 2  # the stand-in upstream runs at most this many of owx's activations at once
 BURST = 6  # non-blocking invokes sent at once: the upstream refuses all but UPSTREAM_CONCURRENCY
-
-
-@pytest.fixture(scope="module")
-def narrow_upstream(workdir: Path) -> Iterator[GatewayProcess]:
-    """A stand-in upstream that throttles owx's key at two activations in flight (429 beyond)."""
-    process = start_gateway_process(workdir / "narrow", args=["--no-extensions"], auth=UPSTREAM_AUTH,
-                                    env={"OWX_PLATFORM__STEM_CELLS": "0",
-                                         "OWX_GATEWAY__CONCURRENT_INVOCATIONS": str(UPSTREAM_CONCURRENCY)})
-    yield process
-    process.stop()
 
 
 def _front(workdir: Path, upstream: GatewayProcess, retry_s: float) -> GatewayProcess:
@@ -52,30 +40,7 @@ def impatient(workdir: Path, narrow_upstream: GatewayProcess) -> Iterator[Gatewa
 
 def _burst_records(front: GatewayProcess) -> list[dict]:
     """Send ``BURST`` non-blocking invokes of a new slow action at once; their records, once stored."""
-    http = front.session()
-    name = f"slow-{uuid.uuid4().hex[:6]}"
-    assert http.put(front.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": SLOW}}).ok
-    ids: list[str] = []
-
-    def invoke(n: int) -> None:
-        answer = front.session().post(front.api(f"actions/{name}"), json={"n": n})
-        assert answer.status_code == 202, answer.text
-        ids.append(answer.json()["activationId"])
-
-    threads = [threading.Thread(target=invoke, args=(n,)) for n in range(BURST)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return [_record(front, activation_id) for activation_id in ids]
-
-
-def _record(front: GatewayProcess, activation_id: str, within_s: float = 90) -> dict:
-    deadline = time.monotonic() + within_s
-    while (stored := front.session().get(front.api(f"activations/{activation_id}"))).status_code == 404:
-        assert time.monotonic() < deadline, f"activation {activation_id} was never recorded"
-        time.sleep(0.1)
-    return stored.json()
+    return [record_of(front, activation_id) for activation_id in slow_burst(front, BURST)]
 
 
 def test_activations_the_upstream_throttles_wait_for_it_and_all_run(patient: GatewayProcess) -> None:
@@ -120,4 +85,4 @@ def test_an_upstream_that_is_away_for_a_moment_is_waited_for(narrow_upstream: Ga
     blocking.join(timeout=90)
     answer = answers["blocking"]
     assert answer.status_code == 200 and answer.json()["response"]["result"] == {"n": 1}, answer.text  # type: ignore[attr-defined]
-    assert _record(patient, queued.json()["activationId"])["response"]["result"] == {"n": 2}
+    assert record_of(patient, queued.json()["activationId"])["response"]["result"] == {"n": 2}

@@ -85,6 +85,7 @@ class UpstreamClient:
         self._port = url.port or (443 if url.scheme == "https" else 80)
         self._prefix = url.path
         self._tls = _tls_context(settings.insecure) if url.scheme == "https" else None
+        self._uuid = settings.auth.partition(":")[0]  # names the key in errors; its secret half never
         credentials = base64.b64encode(settings.auth.encode()).decode()
         self._headers = f"Authorization: Basic {credentials}\r\n"
         if not settings.keep_alive:
@@ -115,11 +116,13 @@ class UpstreamClient:
             self._expect(answer, "delete action")
 
     def list_actions(self, package: str) -> list[str]:
+        """Names of the actions in ``package`` (none if there is no such package)."""
         names: list[str] = []
         while True:
-            answer = self._expect(self.call("GET", f"/actions/{quote(package)}/", {"limit": "200", "skip": str(len(names))}),
-                                  "list actions")
-            page = [entry["name"] for entry in answer.body or []]
+            answer = self.call("GET", f"/actions/{quote(package)}/", {"limit": "200", "skip": str(len(names))})
+            if answer.status == 404:
+                return names
+            page = [entry["name"] for entry in self._expect(answer, "list actions").body or []]
             names += page
             if len(page) < 200:
                 return names
@@ -207,8 +210,9 @@ class UpstreamClient:
             parsed = None
         answer = Answer(status, parsed, activation_id)
         if answer.status in (401, 403):
-            raise PlatformError(502, f"The upstream OpenWhisk at {self.base} refused owx's key ({answer.status}): "
-                                     "check --upstream-auth (OWX_UPSTREAM__AUTH).")
+            raise PlatformError(502, f"The upstream OpenWhisk at {self.base} refused owx's key {self._uuid} "
+                                     f"({answer.status}): check --upstream-auth (OWX_UPSTREAM__AUTH) and "
+                                     "--upstream-account (OWX_UPSTREAM__ACCOUNTS).")
         if answer.status == 429:
             raise UpstreamRefused(429, _error_text(answer) or "Too many requests (upstream OpenWhisk).")
         if answer.status == 503:

@@ -2,7 +2,8 @@
 
 owx stays the API its users talk to; upstream it deploys each action (per revision and limits,
 :mod:`.naming`) into one private package per owx namespace, invokes it blocking, and reads the
-upstream record back (:mod:`.records`). What OpenWhisk does not offer is typed as absent:
+upstream record back (:mod:`.records`). It deploys and invokes with owx's upstream key, or with the
+caller's own upstream account where ``upstream.accounts`` gives one (:mod:`.deployments`). What OpenWhisk does not offer is typed as absent:
 ``replicas`` (a client cannot pick a container: Canary keeps runtimes warm with keep-warm
 activations and re-runs a failed function from its checkpoint wherever OpenWhisk places it) and
 ``resources`` (containers are on the invoker nodes: ``owx agent`` runs there). The whole upstream
@@ -17,7 +18,6 @@ import hashlib
 import hmac
 import logging
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +27,8 @@ from owx.common.eventloop import run_on_thread
 from owx.platform.interface import ContainerListener, Platform, PlatformError
 from owx.platform.ledger import MemoryLedger
 from owx.platform.openwhisk.client import Answer, UpstreamClient, UpstreamRefused, backoff
-from owx.platform.openwhisk.naming import UpstreamName, package_of, readable_prefix, upstream_name
+from owx.platform.openwhisk.deployments import Deployments
+from owx.platform.openwhisk.naming import UpstreamName, package_of, path_of, readable_prefix
 from owx.platform.openwhisk.records import is_record, outcome_of
 from owx.platform.settings import UpstreamSettings
 from owx.platform.types import (
@@ -62,12 +63,14 @@ class OpenWhiskPlatform(Platform):
         self.ledger.add_node(NODE, settings.user_memory_mb * MB)
         self.replicas = None
         self.resources = None
-        self._deployed: set[str] = set()
-        self._deploying: dict[str, threading.Lock] = {}  # one per path being deployed
-        self._packages: set[str] = set()
-        self._lock = threading.Lock()
         self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")
         self._secret = (settings.auth or secrets.token_hex(32)).encode()
+        self._shared = self._deployments(self.client)  # owx's own key: every tenant without an account
+        self._by_key = {settings.auth: self._shared}
+        for auth in settings.accounts.values():
+            if auth not in self._by_key:
+                self._by_key[auth] = self._deployments(UpstreamClient(settings.model_copy(update={"auth": auth})))
+        self._accounts = {namespace: self._by_key[auth] for namespace, auth in settings.accounts.items()}
 
     # -- Platform ---------------------------------------------------------------------------
     def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,
@@ -75,9 +78,10 @@ class OpenWhiskPlatform(Platform):
         """Run on the upstream; raises :class:`PlatformError` when the upstream cannot be used."""
         if request.reservation:  # a new container's memory is the upstream invokers' business
             self.ledger.release(request.reservation)
-        answer = self._invoke(spec, request)
+        account = self._account(request.namespace)
+        answer = self._invoke(account, spec, request)
         pending = _pending(answer)
-        return self._await(pending, spec) if pending is not None else _recorded(answer)
+        return self._await(account.client, pending, spec) if pending is not None else _recorded(answer)
 
     async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
         """:meth:`run` from the gateway's event loop, without a thread, once ``spec``'s revision is
@@ -85,15 +89,18 @@ class OpenWhiskPlatform(Platform):
         upstream stopped waiting for (one that runs longer than a minute) is polled from the loop
         too, so however many there are they hold no thread; one it lost (404) is deployed again on
         a thread."""
-        target = upstream_name(self.settings.prefix, spec)
-        if request.reservation or target.path not in self._deployed:
+        account = self._account(request.namespace)
+        target = account.target(spec)
+        if request.reservation or not account.has(target):
             return None
-        answer = await self._sent_async(spec, target, request)
+        answer = await self._sent_async(account.client, spec, target, request)
         if _deleted(answer):
-            self._forget_deployment(target)
+            account.forget(target)
             return await run_on_thread(None, self.run, spec, request)
         pending = _pending(answer)
-        return await self._await_async(pending, spec) if pending is not None else _recorded(answer)
+        if pending is not None:
+            return await self._await_async(account.client, pending, spec)
+        return _recorded(answer)
 
     def nodes(self) -> list[NodeInfo]:
         return [NodeInfo(NODE, True, self.settings.user_memory_mb * MB, None, self.name)]
@@ -108,15 +115,19 @@ class OpenWhiskPlatform(Platform):
         return []
 
     def keep_warm(self, spec: ActionSpec) -> None:
-        """A keep-warm activation: owx's runtime answers it without running the action."""
-        target = self._deploy(spec)
-        self._background.submit(self._fire, target, self._input(target, {}, {"keep_warm": True}))
+        """A keep-warm activation (with the account of the action's owner): owx's runtime answers it
+        without running the action."""
+        account = self._account(path_of(spec)[0])
+        target = account.ensure(spec)
+        self._background.submit(self._fire, account.client, target, self._input(target, {}, {"keep_warm": True}))
 
     def forget(self, path: str) -> None:
-        """Delete every upstream deployment of ``namespace/[pkg/]name`` (in the background)."""
+        """Delete every upstream deployment of ``namespace/[pkg/]name``, in every account (a shared
+        action runs in its callers' accounts), in the background."""
         namespace, _, relative = path.partition("/")
         package = package_of(self.settings.prefix, namespace)
-        self._background.submit(self._delete_deployments, package, readable_prefix(relative))
+        for account in self._by_key.values():
+            self._background.submit(account.delete, package, readable_prefix(relative))
 
     def limits(self) -> PlatformLimits:
         budget = self.settings.user_memory_mb * MB
@@ -124,29 +135,17 @@ class OpenWhiskPlatform(Platform):
 
     def close(self) -> None:
         self._background.shutdown(wait=True, cancel_futures=True)
-        self.client.close()
+        for account in self._by_key.values():
+            account.client.close()
 
     # -- internals ----------------------------------------------------------------------------
-    def _deploy(self, spec: ActionSpec) -> UpstreamName:
-        """Deploy ``spec``'s revision upstream unless it is. Concurrent first uses (an invoke beside a
-        keep-warm) deploy it once: a second PUT would be an update there, which drops warm containers."""
-        target = upstream_name(self.settings.prefix, spec)
-        if target.path in self._deployed:
-            return target
-        with self._lock:
-            deploying = self._deploying.setdefault(target.path, threading.Lock())
-        with deploying:
-            if target.path in self._deployed:  # deployed by whoever held the lock before
-                return target
-            if target.package not in self._packages:
-                self.client.put_package(target.package)
-                with self._lock:
-                    self._packages.add(target.package)
-            self.client.put_action(target.path, _action_body(spec, self._options_key(target)))
-            with self._lock:
-                self._deployed.add(target.path)
-                self._deploying.pop(target.path, None)  # a deploy after a 404 may have made its own
-        return target
+    def _deployments(self, client: UpstreamClient) -> Deployments:
+        return Deployments(client, self.settings.prefix,
+                           lambda spec, target: _action_body(spec, self._options_key(target)))
+
+    def _account(self, namespace: str) -> Deployments:
+        """Where activations of ``namespace``'s callers are deployed and run upstream."""
+        return self._accounts.get(namespace, self._shared)
 
     def _options_key(self, target: UpstreamName) -> str:
         """What the deployment's runtime takes as proof that ``__owx`` comes from this gateway: derived
@@ -165,47 +164,42 @@ class OpenWhiskPlatform(Platform):
     def _run_input(self, spec: ActionSpec, target: UpstreamName, request: RunRequest) -> dict[str, Any]:
         return self._input(target, request.value, {**_reserved(spec, request), "report_memory": True})
 
-    def _invoke(self, spec: ActionSpec, request: RunRequest) -> Answer:
-        """A blocking invoke of ``spec``'s deployment, deployed first unless it is (once more if it was
-        deleted upstream behind owx's back). While the upstream refuses without running anything, both
-        are sent again for ``retry_s`` (then the refusal is raised); each attempt gets its own deadline."""
+    def _invoke(self, account: Deployments, spec: ActionSpec, request: RunRequest) -> Answer:
+        """A blocking invoke of ``spec``'s deployment in ``account``, deployed first unless it is (once
+        more if it was deleted upstream behind owx's back). While the upstream refuses without running
+        anything, both are sent again for ``retry_s`` (then the refusal is raised); each attempt gets
+        its own deadline."""
         waits = _waits(self.settings.retry_s, self.settings.poll_s)
         redeployed = False
         while True:
             try:
-                target = self._deploy(spec)
-                answer = self.client.invoke(target.path, self._run_input(spec, target, request), blocking=True,
-                                            wait_s=_wait_s(spec))
+                target = account.ensure(spec)
+                answer = account.client.invoke(target.path, self._run_input(spec, target, request), blocking=True,
+                                               wait_s=_wait_s(spec))
             except UpstreamRefused as exc:
                 time.sleep(_next_or_raise(waits, exc))
                 continue
             if redeployed or not _deleted(answer):
                 return answer
-            self._forget_deployment(target)
+            account.forget(target)
             redeployed = True
 
-    async def _sent_async(self, spec: ActionSpec, target: UpstreamName, request: RunRequest) -> Answer:
+    async def _sent_async(self, client: UpstreamClient, spec: ActionSpec, target: UpstreamName,
+                          request: RunRequest) -> Answer:
         """A blocking invoke of the deployment ``target``, from the event loop, sent again as
         :meth:`_invoke` sends it."""
         waits = _waits(self.settings.retry_s, self.settings.poll_s)
         while True:
             try:
-                return await self.client.invoke_async(target.path, self._run_input(spec, target, request),
-                                                      _wait_s(spec))
+                return await client.invoke_async(target.path, self._run_input(spec, target, request), _wait_s(spec))
             except UpstreamRefused as exc:
                 await asyncio.sleep(_next_or_raise(waits, exc))
 
-    def _forget_deployment(self, target: UpstreamName) -> None:
-        """``target`` was deleted upstream behind owx's back: its next use deploys it again."""
-        with self._lock:
-            self._deployed.discard(target.path)
-            self._packages.discard(target.package)
-
-    def _await(self, activation_id: str, spec: ActionSpec) -> RunOutcome:
+    def _await(self, client: UpstreamClient, activation_id: str, spec: ActionSpec) -> RunOutcome:
         """Poll for the record of an activation the upstream stopped waiting for (on a thread)."""
         for wait_s in _polls(spec, self.settings.poll_s):
             try:
-                answer: Answer | None = self.client.activation(activation_id)
+                answer: Answer | None = client.activation(activation_id)
             except PlatformError as exc:
                 _raise_unless_away(exc)
                 answer = None  # its record may still come
@@ -214,11 +208,11 @@ class OpenWhiskPlatform(Platform):
             time.sleep(wait_s)
         return _no_record(activation_id)
 
-    async def _await_async(self, activation_id: str, spec: ActionSpec) -> RunOutcome:
+    async def _await_async(self, client: UpstreamClient, activation_id: str, spec: ActionSpec) -> RunOutcome:
         """:meth:`_await` from the event loop."""
         for wait_s in _polls(spec, self.settings.poll_s):
             try:
-                answer: Answer | None = await self.client.activation_async(activation_id)
+                answer: Answer | None = await client.activation_async(activation_id)
             except PlatformError as exc:
                 _raise_unless_away(exc)
                 answer = None  # its record may still come
@@ -227,22 +221,11 @@ class OpenWhiskPlatform(Platform):
             await asyncio.sleep(wait_s)
         return _no_record(activation_id)
 
-    def _fire(self, target: UpstreamName, body: dict[str, Any]) -> None:
+    def _fire(self, client: UpstreamClient, target: UpstreamName, body: dict[str, Any]) -> None:
         try:
-            self.client.invoke(target.path, body, blocking=False, wait_s=self.settings.timeout_s)
+            client.invoke(target.path, body, blocking=False, wait_s=self.settings.timeout_s)
         except PlatformError as exc:
             log.info("keep-warm of %s failed: %s", target.path, exc)
-
-    def _delete_deployments(self, package: str, prefix: str) -> None:
-        try:
-            names = [n for n in self.client.list_actions(package) if n.startswith(prefix)]
-            for name in names:
-                self.client.delete_action(f"{package}/{name}")
-                with self._lock:
-                    self._deployed.discard(f"{package}/{name}")
-        except PlatformError as exc:
-            log.warning("could not delete the upstream deployments %s/%s*: %s", package, prefix, exc)
-
 
 def _polls(spec: ActionSpec, poll_s: float) -> Iterator[float]:
     """The waits between polls for the record of an activation of ``spec``, until its time limit and

@@ -1,0 +1,132 @@
+"""A tenant with an upstream account of its own (``--upstream-account NS=UUID:KEY``) is deployed and run in
+that upstream namespace, so when the upstream throttles it, nobody else waits. Without accounts (the
+control) every tenant shares owx's key, and one tenant's burst makes the others wait for it."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from tests.fixtures.polling import wait_for
+from tests.upstream.conftest import UPSTREAM_AUTH, UPSTREAM_CONCURRENCY, record_of, slow_burst
+
+ECHO = "def main(args):\n    return {'n': args.get('n')}\n"
+BURST = 3 * UPSTREAM_CONCURRENCY  # the first tenant's slow invokes: the upstream refuses all but two at a time
+UNHINDERED_S = 0.5  # a warm invoke that waits for no one is answered well within this (it takes milliseconds)
+
+
+@dataclass
+class Front:
+    """An owx in front of the narrow upstream, and the key of its tenant ``alice`` (the default
+    namespace is the other tenant)."""
+
+    gateway: GatewayProcess
+    alice: str
+
+
+def _admin_create(data_dir: Path, subject: str) -> str:
+    created = subprocess.run(["owx", "admin", "--data-dir", str(data_dir), "user", "create", subject],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    return created.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def alice_upstream(narrow_upstream: GatewayProcess) -> str:
+    """The key of alice's own namespace on the upstream."""
+    return _admin_create(narrow_upstream.data_dir, "alice-upstream")
+
+
+def _front(workdir: Path, upstream: GatewayProcess, name: str, args: list[str]) -> Iterator[Front]:
+    gateway = start_gateway_process(workdir / name, args=["--upstream", upstream.url, "--upstream-auth", UPSTREAM_AUTH,
+                                                          "--no-extensions", *args])
+    yield Front(gateway, _admin_create(gateway.data_dir, "alice"))
+    gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def with_accounts(workdir: Path, narrow_upstream: GatewayProcess, alice_upstream: str) -> Iterator[Front]:
+    yield from _front(workdir, narrow_upstream, "front-accounts", ["--upstream-account", f"alice={alice_upstream}"])
+
+
+@pytest.fixture(scope="module")
+def shared_key(workdir: Path, narrow_upstream: GatewayProcess) -> Iterator[Front]:
+    yield from _front(workdir, narrow_upstream, "front-shared", [])
+
+
+def _others_wait_s(front: Front) -> tuple[float, list[dict]]:
+    """Alice bursts slow invokes; meanwhile the other tenant invokes a warm action, blocking. How long
+    that invoke took (the client's round trip), and alice's records."""
+    gateway = front.gateway
+    http = gateway.session()
+    echo = f"echo-{uuid.uuid4().hex[:6]}"
+    assert http.put(gateway.api(f"actions/{echo}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    warmed = http.post(gateway.api(f"actions/{echo}"), params={"blocking": "true"})
+    assert warmed.status_code == 200, warmed.text  # deployed and warm upstream
+    ids = slow_burst(gateway, BURST, front.alice)
+    time.sleep(0.3)  # alice's first activations hold the upstream's slots of whatever key they run with
+    started = time.monotonic()
+    answer = http.post(gateway.api(f"actions/{echo}"), params={"blocking": "true", "result": "true"}, json={"n": 7})
+    took = time.monotonic() - started
+    assert answer.status_code == 200 and answer.json() == {"n": 7}, answer.text
+    return took, [record_of(gateway, activation_id, front.alice) for activation_id in ids]
+
+
+def _upstream_actions(upstream: GatewayProcess, auth: str, package: str) -> list[str]:
+    answer = upstream.session(auth).get(upstream.api(f"actions/{package}/"))
+    return [a["name"] for a in answer.json()] if answer.status_code == 200 else []
+
+
+def test_a_tenant_with_its_own_account_is_throttled_alone(with_accounts: Front, narrow_upstream: GatewayProcess,
+                                                          alice_upstream: str) -> None:
+    took, records = _others_wait_s(with_accounts)
+    assert took < UNHINDERED_S, f"the other tenant waited {took:.2f} s for alice's burst"
+    # alice's own activations all ran, waiting their turn in her namespace
+    assert [r["response"]["status"] for r in records] == ["success"] * BURST
+    waits = sorted(next(a["value"] for a in r["annotations"] if a["key"] == "waitTime") for r in records)
+    assert waits[-1] >= 1500, waits
+    # her deployments are in her upstream namespace, none in the one owx's key shares
+    assert any(n.startswith("slow-") for n in _upstream_actions(narrow_upstream, alice_upstream, "owx-alice"))
+    assert not _upstream_actions(narrow_upstream, UPSTREAM_AUTH, "owx-alice")
+
+
+def test_without_accounts_one_tenants_burst_makes_the_others_wait(shared_key: Front) -> None:
+    took, records = _others_wait_s(shared_key)
+    assert took >= UNHINDERED_S, f"the other tenant waited only {took:.2f} s"
+    assert [r["response"]["status"] for r in records] == ["success"] * BURST
+
+
+def test_deleting_an_action_deletes_its_deployment_in_the_tenants_account(with_accounts: Front,
+                                                                           narrow_upstream: GatewayProcess,
+                                                                           alice_upstream: str) -> None:
+    gateway, alice = with_accounts.gateway, with_accounts.alice
+    name = f"gone-{uuid.uuid4().hex[:6]}"
+    assert gateway.session(alice).put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    assert gateway.session(alice).post(gateway.api(f"actions/{name}"), params={"blocking": "true"}).status_code == 200
+    deployed = lambda: [n for n in _upstream_actions(narrow_upstream, alice_upstream, "owx-alice")  # noqa: E731
+                        if n.startswith(f"{name}@")]
+    assert deployed()
+    assert gateway.session(alice).delete(gateway.api(f"actions/{name}")).ok
+    wait_for(lambda: not deployed(), what="alice's upstream deployment to be deleted")
+
+
+def test_an_account_key_the_upstream_refuses_fails_that_tenant_only(workdir: Path,
+                                                                     narrow_upstream: GatewayProcess) -> None:
+    wrong = f"{uuid.uuid4()}:not-a-key-upstream"
+    for front in _front(workdir, narrow_upstream, "front-wrong-key", ["--upstream-account", f"alice={wrong}"]):
+        gateway = front.gateway
+        for auth in (front.alice, gateway.auth):
+            assert gateway.session(auth).put(gateway.api("actions/echo"),
+                                             json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+        refused = gateway.session(front.alice).post(gateway.api("actions/echo"), params={"blocking": "true"})
+        assert refused.status_code == 502, refused.text
+        error = refused.json()["response"]["result"]["error"]
+        assert wrong.split(":")[0] in error and "not-a-key" not in error  # names the key, never its secret
+        assert gateway.session().post(gateway.api("actions/echo"), params={"blocking": "true"}).status_code == 200
