@@ -100,6 +100,26 @@ def test_a_blocking_invoke_cut_off_by_a_killed_gateway_is_recorded_as_failed(tmp
         gateway.stop()
 
 
+def test_a_composition_cut_off_by_a_killed_gateway_is_recorded_as_the_sequence_it_is(tmp_path) -> None:
+    gateway = start_gateway_process(tmp_path / "composition")
+    sleeper, conductor = f"sleeper-{uuid.uuid4().hex[:6]}", f"conductor-{uuid.uuid4().hex[:6]}"
+    create(gateway, sleeper)
+    steps = f"def main(args):\n    return {{'action': '{sleeper}', 'params': {{'s': 30}}}} if 'slept' not in args else {{}}\n"
+    assert gateway.session().put(gateway.api(f"actions/{conductor}"), json={
+        "exec": {"kind": "python:3", "code": steps}, "annotations": [{"key": "conductor", "value": True}]}).ok
+    accepted = gateway.session().post(gateway.api(f"actions/{conductor}"))
+    assert accepted.status_code == 202, accepted.text
+    time.sleep(2.0)  # the conductor ran, its component sleeps
+    gateway.kill()
+    gateway.restart()
+    try:
+        found = record(gateway, accepted.json()["activationId"])
+        assert found["response"]["result"]["error"] == GATEWAY_DIED
+        assert {"key": "kind", "value": "sequence"} in found["annotations"], found["annotations"]
+    finally:
+        gateway.stop()
+
+
 def test_sigterm_stops_within_ten_seconds_and_records_what_was_unfinished(tmp_path) -> None:
     gateway = start_gateway_process(tmp_path / "stopped", env={"OWX_GATEWAY__WORKERS": "2"})
     name = f"long-{uuid.uuid4().hex[:6]}"

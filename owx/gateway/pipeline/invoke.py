@@ -91,6 +91,12 @@ class Plan:
     gets_api_key: bool  # the caller's key goes to the action (see ``ResolvedAction.gets_api_key``)
     conductor: bool  # an invoke runs a composition (see `compositions`)
 
+    @property
+    def invoked_facts(self) -> ActionFacts:
+        """What the record of an invoke of the action says about it: a conductor's invoke is a
+        composition, recorded as a sequence (the conductor's own steps keep ``facts``)."""
+        return replace(self.facts, kind="sequence") if self.conductor else self.facts
+
 
 @dataclass
 class Activation:
@@ -112,7 +118,8 @@ class Activation:
         return self.transaction or self.id
 
     def entry(self) -> dict[str, Any]:
-        return self.plan.facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
+        """The journal entry of this (invoked, topmost) activation."""
+        return self.plan.invoked_facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
 
 
 class Running(NamedTuple):
@@ -439,7 +446,7 @@ class Invoker:
                                                      topmost=activation.cause is None),
                        {"key": "conductor", "value": True}]
         outcome = RunOutcome(ended.status, ended.result, ended.ids, start_ms, records.now_ms(), annotations=annotations)
-        return _Ran(outcome, duration_ms=ended.duration_ms, facts=replace(activation.plan.facts, kind="sequence"))
+        return _Ran(outcome, duration_ms=ended.duration_ms, facts=activation.plan.invoked_facts)
 
     def _child(self, parent: Activation, resolved: ResolvedAction, value: Any,
                run: Callable[[Activation], _Ran]) -> dict[str, Any]:
