@@ -43,7 +43,8 @@ class GatewayServer:
                  tls_port: int = 0) -> None:
         self.gateway = gateway
         self.flask = WsgiBridge(create_app(gateway).wsgi_app, gateway.settings.gateway.http_threads)
-        self.admin = WsgiBridge(admin_app(Users(gateway.entities), gateway.auth).wsgi_app, 2, "owx-admin")
+        admin = admin_app(Users(gateway.entities), gateway.auth, gateway.accounts)
+        self.admin = WsgiBridge(admin.wsgi_app, 2, "owx-admin")
         self.invoke = InvokeEndpoint(gateway, self.flask.pool)
         self.host = host
         self._tls = tls

@@ -9,6 +9,7 @@ from flask import Flask
 
 from owx.common.eventloop import EventLoopThread
 from owx.gateway import extensions as extension_registry
+from owx.gateway.admin.accounts import StoredAccounts
 from owx.gateway.catalog import Catalog
 from owx.gateway.extensions import Extension
 from owx.gateway.identity import Authenticator, Identity
@@ -35,6 +36,7 @@ class Gateway:
         self.platform = platform
         self.loop = loop
         self.auth = Authenticator(entities)
+        self.accounts = StoredAccounts(entities, platform.accounts, settings.upstream.accounts, running=True)
         self.catalog = Catalog(entities, settings.limits, platform)
         self.throttle = Throttle(settings.gateway.invocations_per_minute, settings.gateway.concurrent_invocations)
         self.invoker = Invoker(settings, self.catalog, activations, platform, self.throttle, loop)
@@ -62,6 +64,7 @@ class Gateway:
             for extension in extension_registry.load(settings.extensions):
                 extension.init_app(gateway)
                 gateway.extensions[extension.name] = extension
+            gateway.accounts.apply()
             gateway.metrics = GatewayMetrics(gateway)
             gateway.reactive.start()
             gateway.invoker.recover()

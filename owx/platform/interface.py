@@ -1,7 +1,7 @@
 """The platform interface: what the gateway and the extensions may ask of where activations run.
 
 Every platform runs activations, describes its nodes, keeps one :class:`MemoryLedger` and
-tells listeners about its containers. Two abilities are optional and typed as such:
+tells listeners about its containers. Three abilities are optional and typed as such:
 
 * ``replicas`` (:class:`ReplicaControl`) — start a warm container of an action that takes no
   traffic, and later run one activation on exactly that container. ``None`` where a client cannot
@@ -10,6 +10,9 @@ tells listeners about its containers. Two abilities are optional and typed as su
 * ``resources`` (:class:`ResourceControl`) — resize a running container and read its usage.
   ``None`` where containers are not on this machine (OpenWhisk: Escra runs as ``owx agent`` on
   the invoker nodes instead).
+* ``accounts`` (:class:`TenantAccounts`) — run a tenant's activations under an identity of its own on
+  the platform, which then limits it apart from the others (an upstream OpenWhisk's namespaces).
+  ``None`` where owx itself is the only limit (its own containers).
 """
 
 from __future__ import annotations
@@ -85,6 +88,15 @@ class ResourceControl(Protocol):
     def usage(self, container_id: str) -> ContainerUsage | None: ...
 
 
+class TenantAccounts(ABC):
+    """Tenants' own identities on the platform, used for their invocations from the next one on."""
+
+    @abstractmethod
+    def assign(self, namespace: str, auth: str | None) -> None:
+        """Run the invocations of ``namespace``'s callers with ``auth`` (``uuid:key``); None: with the
+        platform's shared identity."""
+
+
 class Platform(ABC):
     """Where activations run. One per gateway, built from the settings by :func:`owx.platform.open_platform`."""
 
@@ -92,6 +104,7 @@ class Platform(ABC):
     ledger: MemoryLedger
     replicas: ReplicaControl | None = None
     resources: ResourceControl | None = None
+    accounts: TenantAccounts | None = None
 
     @abstractmethod
     def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,

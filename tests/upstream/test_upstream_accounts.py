@@ -1,6 +1,7 @@
-"""A tenant with an upstream account of its own (``--upstream-account NS=UUID:KEY``) is deployed and run in
-that upstream namespace, so when the upstream throttles it, nobody else waits. Without accounts (the
-control) every tenant shares owx's key, and one tenant's burst makes the others wait for it."""
+"""A tenant with an upstream account of its own (``--upstream-account NS=UUID:KEY`` at start, or
+``owx admin account set`` while owx runs) is deployed and run in that upstream namespace, so when the
+upstream throttles it, nobody else waits. Without accounts (the control) every tenant shares owx's key,
+and one tenant's burst makes the others wait for it."""
 
 from __future__ import annotations
 
@@ -31,9 +32,13 @@ class Front:
     alice: str
 
 
+def _admin(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["owx", "admin", "--data-dir", str(data_dir), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
 def _admin_create(data_dir: Path, subject: str) -> str:
-    created = subprocess.run(["owx", "admin", "--data-dir", str(data_dir), "user", "create", subject],
-                             capture_output=True, text=True, timeout=60)
+    created = _admin(data_dir, "user", "create", subject)
     assert created.returncode == 0, created.stderr
     return created.stdout.strip()
 
@@ -108,10 +113,13 @@ def test_deleting_an_action_deletes_its_deployment_in_the_tenants_account(with_a
                                                                            alice_upstream: str) -> None:
     gateway, alice = with_accounts.gateway, with_accounts.alice
     name = f"gone-{uuid.uuid4().hex[:6]}"
-    assert gateway.session(alice).put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
-    assert gateway.session(alice).post(gateway.api(f"actions/{name}"), params={"blocking": "true"}).status_code == 200
-    deployed = lambda: [n for n in _upstream_actions(narrow_upstream, alice_upstream, "owx-alice")  # noqa: E731
-                        if n.startswith(f"{name}@")]
+    http = gateway.session(alice)
+    assert http.put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    assert http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}).status_code == 200
+
+    def deployed() -> list[str]:
+        return [n for n in _upstream_actions(narrow_upstream, alice_upstream, "owx-alice") if n.startswith(f"{name}@")]
+
     assert deployed()
     assert gateway.session(alice).delete(gateway.api(f"actions/{name}")).ok
     wait_for(lambda: not deployed(), what="alice's upstream deployment to be deleted")
@@ -130,3 +138,50 @@ def test_an_account_key_the_upstream_refuses_fails_that_tenant_only(workdir: Pat
         error = refused.json()["response"]["result"]["error"]
         assert wrong.split(":")[0] in error and "not-a-key" not in error  # names the key, never its secret
         assert gateway.session().post(gateway.api("actions/echo"), params={"blocking": "true"}).status_code == 200
+
+
+def test_an_account_set_while_owx_runs_applies_at_once_and_after_a_restart(workdir: Path,
+                                                                           narrow_upstream: GatewayProcess,
+                                                                           alice_upstream: str) -> None:
+    key_uuid, secret = alice_upstream.split(":")
+    for front in _front(workdir, narrow_upstream, "front-admin", []):
+        gateway = front.gateway
+        assert _admin(gateway.data_dir, "account", "set", "alice", alice_upstream).returncode == 0
+        listed = _admin(gateway.data_dir, "account", "list").stdout
+        assert listed == f"alice\t{key_uuid}\n" and secret not in listed
+        took, _ = _others_wait_s(front)
+        assert took < UNHINDERED_S, f"the other tenant waited {took:.2f} s for alice's burst"
+        gateway.stop()
+        gateway.restart()
+        took, _ = _others_wait_s(front)
+        assert took < UNHINDERED_S, f"after a restart the other tenant waited {took:.2f} s for alice's burst"
+        assert _admin(gateway.data_dir, "account", "unset", "alice").returncode == 0
+        name = f"shared-{uuid.uuid4().hex[:6]}"
+        http = gateway.session(front.alice)
+        assert http.put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+        assert http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}).status_code == 200
+        assert any(n.startswith(f"{name}@") for n in _upstream_actions(narrow_upstream, UPSTREAM_AUTH, "owx-alice"))
+
+
+def test_account_commands_refuse_what_they_cannot_do(with_accounts: Front, alice_upstream: str) -> None:
+    data_dir = with_accounts.gateway.data_dir
+    for args, says in ((("set", "bob", "not-a-key"), "UUID:KEY"),
+                       (("set", "_system", alice_upstream), "not a valid"),
+                       (("set", "alice", alice_upstream), "settings"),  # given at start: changed there only
+                       (("unset", "bob"), "no upstream account")):
+        refused = _admin(data_dir, "account", *args)
+        assert refused.returncode == 2 and says in refused.stderr, (args, refused.stderr)
+    assert _admin(data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"
+
+
+def test_owx_on_its_own_containers_refuses_accounts_and_a_stopped_one_keeps_them_for_its_start(
+        workdir: Path, alice_upstream: str) -> None:
+    embedded = start_gateway_process(workdir / "embedded")
+    try:
+        refused = _admin(embedded.data_dir, "account", "set", "alice", alice_upstream)
+        assert refused.returncode == 2 and "only in front of an OpenWhisk" in refused.stderr, refused.stderr
+    finally:
+        embedded.stop()
+    stored = _admin(embedded.data_dir, "account", "set", "alice", alice_upstream)  # not running: the store only
+    assert stored.returncode == 0, stored.stderr
+    assert _admin(embedded.data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 from flask import Flask, jsonify, request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from owx.gateway.admin.accounts import StoredAccounts
 from owx.gateway.admin.users import AdminError, UserKey, Users
 from owx.gateway.identity import Authenticator
 
@@ -31,8 +32,14 @@ class CreateBody(BaseModel):
     auth: str | None = None
 
 
-def admin_app(users: Users, auth: Authenticator) -> Flask:
-    """The admin API over ``users``; keys deleted or rotated stop working at once (``auth`` forgets them)."""
+class AccountBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    auth: str
+
+
+def admin_app(users: Users, auth: Authenticator, accounts: StoredAccounts) -> Flask:
+    """The admin API over ``users`` and upstream ``accounts``; keys deleted or rotated stop working at
+    once (``auth`` forgets them), accounts apply from the next invocation on."""
     app = Flask("owx.admin")
 
     @app.errorhandler(AdminError)
@@ -64,6 +71,20 @@ def admin_app(users: Users, auth: Authenticator) -> Flask:
         fresh = users.rotate(subject, request.args.get("namespace"))
         auth.forget(fresh.uuid)
         return jsonify(asdict(fresh))
+
+    @app.put("/accounts/<namespace>")
+    def set_account(namespace: str):
+        body = AccountBody.model_validate(request.get_json(force=True, silent=True) or {})
+        return jsonify(uuid=accounts.set(namespace, body.auth))
+
+    @app.delete("/accounts/<namespace>")
+    def unset_account(namespace: str):
+        accounts.unset(namespace)
+        return jsonify({})
+
+    @app.get("/accounts")
+    def list_accounts():
+        return jsonify(accounts.uuids())
 
     return app
 
@@ -120,6 +141,15 @@ class AdminClient:
 
     def rotate(self, subject: str, namespace: str | None) -> UserKey:
         return UserKey(**self._call("POST", f"/users/{quote(subject, safe='')}/rotate" + _query(namespace=namespace)))
+
+    def set(self, namespace: str, auth: str) -> str:
+        return self._call("PUT", f"/accounts/{quote(namespace, safe='')}", {"auth": auth})["uuid"]
+
+    def unset(self, namespace: str) -> None:
+        self._call("DELETE", f"/accounts/{quote(namespace, safe='')}")
+
+    def uuids(self) -> dict[str, str]:
+        return self._call("GET", "/accounts")
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         conn = _UnixConnection(self.path, self.timeout)

@@ -51,7 +51,7 @@ class Users:
                 raise AdminError(f"{label} {name!r} is not a valid OpenWhisk name")
         if any(k.namespace == namespace for k in self.keys(subject)):
             raise AdminError(f"subject {subject!r} already has a key for namespace {namespace!r}")
-        key_uuid, secret = _parse(auth) if auth else (str(uuidlib.uuid4()), _secret())
+        key_uuid, secret = parse_auth(auth) if auth else (str(uuidlib.uuid4()), _secret())
         try:
             self.store.put(SYSTEM_NAMESPACE, AUTH, key_uuid, {"namespace": namespace, "key": secret, "subject": subject},
                            None)
@@ -101,7 +101,8 @@ def _secret() -> str:
     return secrets.token_urlsafe(48)[:KEY_CHARS]
 
 
-def _parse(auth: str) -> tuple[str, str]:
+def parse_auth(auth: str) -> tuple[str, str]:
+    """(uuid, secret) of a ``uuid:key`` as OpenWhisk's keys are; AdminError otherwise."""
     key_uuid, _, secret = auth.partition(":")
     try:
         uuidlib.UUID(key_uuid)

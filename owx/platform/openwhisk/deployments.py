@@ -1,9 +1,5 @@
-"""owx's deployments in one upstream namespace (an account): each action revision deployed once.
-
-owx deploys into the namespace of its own upstream key, which every tenant shares, and into the
-namespace of each tenant given an upstream account of its own (``upstream.accounts``): OpenWhisk
-throttles per namespace, so a tenant with its own account is throttled alone.
-"""
+"""owx's deployments in one upstream namespace (owx's own, or a tenant's account: :mod:`.accounts`):
+each action revision deployed once, deployed again if deleted behind owx's back."""
 
 from __future__ import annotations
 

@@ -3,10 +3,10 @@
 owx stays the API its users talk to; upstream it deploys each action (per revision and limits,
 :mod:`.naming`) into one private package per owx namespace, invokes it blocking, and reads the
 upstream record back (:mod:`.records`). It deploys and invokes with owx's upstream key, or with the
-caller's own upstream account where ``upstream.accounts`` gives one (:mod:`.deployments`). What OpenWhisk does not offer is typed as absent:
-``replicas`` (a client cannot pick a container: Canary keeps runtimes warm with keep-warm
-activations and re-runs a failed function from its checkpoint wherever OpenWhisk places it) and
-``resources`` (containers are on the invoker nodes: ``owx agent`` runs there). The whole upstream
+caller's own upstream account where it has one (``accounts``, :mod:`.accounts`). What OpenWhisk does
+not offer is typed as absent: ``replicas`` (a client cannot pick a container: Canary keeps runtimes
+warm with keep-warm activations and re-runs a failed function from its checkpoint wherever OpenWhisk
+places it) and ``resources`` (containers are on the invoker nodes: ``owx agent`` runs there). The whole upstream
 is one node, ``upstream``, whose budget is the memory its invokers give owx
 (``upstream.user_memory_mb``), for Canary's gang admission.
 """
@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from owx.common.eventloop import run_on_thread
 from owx.platform.interface import ContainerListener, Platform, PlatformError
 from owx.platform.ledger import MemoryLedger
+from owx.platform.openwhisk.accounts import UpstreamAccounts
 from owx.platform.openwhisk.client import Answer, UpstreamClient, UpstreamRefused, backoff
 from owx.platform.openwhisk.deployments import Deployments
 from owx.platform.openwhisk.naming import UpstreamName, package_of, path_of, readable_prefix
@@ -58,19 +59,13 @@ class OpenWhiskPlatform(Platform):
 
     def __init__(self, settings: UpstreamSettings) -> None:
         self.settings = settings
-        self.client = UpstreamClient(settings)
         self.ledger = MemoryLedger()
         self.ledger.add_node(NODE, settings.user_memory_mb * MB)
         self.replicas = None
         self.resources = None
         self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")
         self._secret = (settings.auth or secrets.token_hex(32)).encode()
-        self._shared = self._deployments(self.client)  # owx's own key: every tenant without an account
-        self._by_key = {settings.auth: self._shared}
-        for auth in settings.accounts.values():
-            if auth not in self._by_key:
-                self._by_key[auth] = self._deployments(UpstreamClient(settings.model_copy(update={"auth": auth})))
-        self._accounts = {namespace: self._by_key[auth] for namespace, auth in settings.accounts.items()}
+        self.accounts: UpstreamAccounts = UpstreamAccounts(settings, self._deployments)
 
     # -- Platform ---------------------------------------------------------------------------
     def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,
@@ -78,7 +73,7 @@ class OpenWhiskPlatform(Platform):
         """Run on the upstream; raises :class:`PlatformError` when the upstream cannot be used."""
         if request.reservation:  # a new container's memory is the upstream invokers' business
             self.ledger.release(request.reservation)
-        account = self._account(request.namespace)
+        account = self.accounts.of(request.namespace)
         answer = self._invoke(account, spec, request)
         pending = _pending(answer)
         return self._await(account.client, pending, spec) if pending is not None else _recorded(answer)
@@ -89,7 +84,7 @@ class OpenWhiskPlatform(Platform):
         upstream stopped waiting for (one that runs longer than a minute) is polled from the loop
         too, so however many there are they hold no thread; one it lost (404) is deployed again on
         a thread."""
-        account = self._account(request.namespace)
+        account = self.accounts.of(request.namespace)
         target = account.target(spec)
         if request.reservation or not account.has(target):
             return None
@@ -117,7 +112,7 @@ class OpenWhiskPlatform(Platform):
     def keep_warm(self, spec: ActionSpec) -> None:
         """A keep-warm activation (with the account of the action's owner): owx's runtime answers it
         without running the action."""
-        account = self._account(path_of(spec)[0])
+        account = self.accounts.of(path_of(spec)[0])
         target = account.ensure(spec)
         self._background.submit(self._fire, account.client, target, self._input(target, {}, {"keep_warm": True}))
 
@@ -126,7 +121,7 @@ class OpenWhiskPlatform(Platform):
         action runs in its callers' accounts), in the background."""
         namespace, _, relative = path.partition("/")
         package = package_of(self.settings.prefix, namespace)
-        for account in self._by_key.values():
+        for account in self.accounts.every():
             self._background.submit(account.delete, package, readable_prefix(relative))
 
     def limits(self) -> PlatformLimits:
@@ -135,17 +130,12 @@ class OpenWhiskPlatform(Platform):
 
     def close(self) -> None:
         self._background.shutdown(wait=True, cancel_futures=True)
-        for account in self._by_key.values():
-            account.client.close()
+        self.accounts.close()
 
     # -- internals ----------------------------------------------------------------------------
     def _deployments(self, client: UpstreamClient) -> Deployments:
         return Deployments(client, self.settings.prefix,
                            lambda spec, target: _action_body(spec, self._options_key(target)))
-
-    def _account(self, namespace: str) -> Deployments:
-        """Where activations of ``namespace``'s callers are deployed and run upstream."""
-        return self._accounts.get(namespace, self._shared)
 
     def _options_key(self, target: UpstreamName) -> str:
         """What the deployment's runtime takes as proof that ``__owx`` comes from this gateway: derived
