@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from owx.gateway import errors
+from owx.gateway import entity_names, errors
 from owx.gateway.action_limits import effective, merge_limits
 from owx.gateway.entitlement import Entitlement, PackageGrant
 from owx.gateway.entity_names import ACTIONS, PACKAGES, absent, check_free
@@ -187,7 +187,7 @@ class Catalog:
     def _put(self, namespace: str, collection: str, name: str, doc: dict[str, Any],
              current: Entity | None) -> Entity:
         try:
-            saved = self.store.put(namespace, collection, name, doc, current.rev if current else None)
+            saved = entity_names.put(self.store, namespace, collection, name, doc, current.rev if current else None)
         except Conflict:
             raise ApiError(409, errors.CONFLICT if current else errors.ALREADY_EXISTS) from None
         except InvalidInput as exc:  # every field was checked; this is the store's last word

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
@@ -202,6 +204,30 @@ def test_unknown_route_and_method(gateway, http):
     missing = http.get(gateway.url + "/api/v1/nothing-here")
     assert missing.status_code == 404 and missing.json()["error"] == "The requested resource does not exist."
     assert http.patch(gateway.api("actions/x")).status_code == 405
+
+
+def test_one_name_created_at_once_in_every_collection_is_taken_by_one(gateway):
+    """Creates racing for one name from four clients (an action, a package, a trigger and a rule): one
+    wins, the others get a 409, and one collection holds the name."""
+    action, trigger = unique("target"), unique("target")
+    assert put(gateway.session(), gateway, action, {"exec": {"kind": "python:3", "code": HELLO}}).status_code == 200
+    assert gateway.session().put(gateway.api(f"triggers/{trigger}"), json={}).status_code == 200
+    bodies = {"actions": {"exec": {"kind": "python:3", "code": HELLO}}, "packages": {}, "triggers": {},
+              "rules": {"trigger": f"/_/{trigger}", "action": f"/_/{action}"}}
+    sessions = [gateway.session() for _ in bodies]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        for _ in range(50):
+            name = unique("race")
+            start = threading.Barrier(len(bodies))
+
+            def create(session, collection: str, body: dict) -> int:
+                start.wait()
+                return session.put(gateway.api(f"{collection}/{name}"), json=body).status_code
+
+            codes = list(pool.map(create, sessions, bodies, bodies.values()))
+            assert sorted(codes) == [200, 409, 409, 409], codes
+            held = [c for c in bodies if sessions[0].get(gateway.api(f"{c}/{name}")).status_code == 200]
+            assert held == [list(bodies)[codes.index(200)]], (codes, held)
 
 
 def test_a_namespaces_entities_share_one_set_of_names_as_in_openwhisk(gateway, http):

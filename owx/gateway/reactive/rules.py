@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from owx.gateway import errors
+from owx.gateway import entity_names, errors
 from owx.gateway.entitlement import Entitlement
 from owx.gateway.entity_names import ACTIONS, PACKAGES, RULES, absent, check_free
 from owx.gateway.errors import ApiError, bad_request, not_found
@@ -57,7 +57,7 @@ class RuleCatalog:
             "action": ref_doc(action),
         }
         try:
-            saved = self.store.put(namespace, RULES, name, doc, current.rev if current else None)
+            saved = entity_names.put(self.store, namespace, RULES, name, doc, current.rev if current else None)
         except Conflict:
             raise ApiError(409, errors.CONFLICT if current else errors.ALREADY_EXISTS) from None
         key = _rule_key(namespace, name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from owx.gateway import errors
+from owx.gateway import entity_names, errors
 from owx.gateway.entity_names import TRIGGERS, absent, check_free
 from owx.gateway.errors import ApiError, bad_request
 from owx.gateway.names import parse_fqn
@@ -64,7 +64,7 @@ class TriggerCatalog:
         if current is None:
             _check_feed(doc)
         try:
-            saved = self.store.put(namespace, TRIGGERS, name, doc, current.rev if current else None)
+            saved = entity_names.put(self.store, namespace, TRIGGERS, name, doc, current.rev if current else None)
         except Conflict:
             raise ApiError(409, errors.CONFLICT if current else errors.ALREADY_EXISTS) from None
         return present(saved)
