@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from pydantic import ValidationError
+
 # subcommand -> (module whose register(subparsers) adds it, one-line help)
 COMMANDS = {
     "up": ("owx.gateway.cli", "start the gateway and the embedded platform"),
@@ -38,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(command).parse_args(argv)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except ValidationError as exc:  # the settings (environment, command line) or a file they name
+        print(f"owx {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

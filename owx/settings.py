@@ -24,7 +24,9 @@ __all__ = ["Bound", "Settings"]
 class Settings(BaseSettings):
     """The whole configuration of one owx instance."""
 
-    model_config = SettingsConfigDict(env_prefix="OWX_", env_nested_delimiter="__", extra="ignore")
+    # errors name the field and what is wrong, never its value: some values are keys
+    model_config = SettingsConfigDict(env_prefix="OWX_", env_nested_delimiter="__", extra="ignore",
+                                      hide_input_in_errors=True)
 
     data_dir: Path = Field(Path.home() / ".owx", description="stores, keys and the instance's files")
     extensions: list[str] | None = Field(

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, HttpUrl, field_validator
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator
 
 PlatformKind = Literal["embedded", "docker", "openwhisk"]
 
@@ -85,6 +85,8 @@ def for_instance(settings: PlatformSettings, data_dir: Path) -> PlatformSettings
 
 class UpstreamSettings(BaseModel):
     """The OpenWhisk that runs every activation when ``platform.kind`` is ``openwhisk``."""
+
+    model_config = ConfigDict(hide_input_in_errors=True)  # its errors never print a key
 
     url: HttpUrl | None = Field(None, description="the upstream API host, e.g. https://openwhisk.example:443")
     auth: str | None = Field(None, description="uuid:key of the upstream namespace owx deploys into")

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import uuid
+
 import pytest
 from pydantic import ValidationError
 
@@ -20,3 +26,15 @@ def test_inconsistent_bound_is_refused(monkeypatch):
     monkeypatch.setenv("OWX_LIMITS__MEMORY_MB__MAX", "100")
     with pytest.raises(ValidationError, match="min <= default <= max"):
         Settings()
+
+
+def test_a_bad_setting_is_a_clear_error_that_never_prints_a_key(tmp_path):
+    secret = "s3cr3t-upstream-key-without-its-uuid"
+    env = {**os.environ, "HOME": str(tmp_path), "OWX_UPSTREAM__ACCOUNTS": json.dumps({"alice": secret})}
+    refused = subprocess.run([sys.executable, "-m", "owx.cli", "up", "--upstream", "http://127.0.0.1:9",
+                              "--upstream-auth", f"{uuid.uuid4()}:another-secret-key", "--data-dir",
+                              str(tmp_path / "data")], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert "upstream.accounts" in refused.stderr and "uuid:key" in refused.stderr
+    assert secret not in refused.stderr and "another-secret-key" not in refused.stderr
+    assert "Traceback" not in refused.stderr
