@@ -185,3 +185,26 @@ def test_owx_on_its_own_containers_refuses_accounts_and_a_stopped_one_keeps_them
     stored = _admin(embedded.data_dir, "account", "set", "alice", alice_upstream)  # not running: the store only
     assert stored.returncode == 0, stored.stderr
     assert _admin(embedded.data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"
+
+
+def test_a_shared_action_runs_in_the_callers_account_and_is_deleted_there_too(with_accounts: Front,
+                                                                               narrow_upstream: GatewayProcess,
+                                                                               alice_upstream: str) -> None:
+    gateway = with_accounts.gateway
+    owner = gateway.session()
+    package = f"pub-{uuid.uuid4().hex[:6]}"
+    assert owner.put(gateway.api(f"packages/{package}"), json={"publish": True}).ok
+    assert owner.put(gateway.api(f"actions/{package}/echo"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    owner_namespace = owner.get(f"{gateway.url}/api/v1/namespaces").json()[0]
+    ran = gateway.session(with_accounts.alice).post(
+        f"{gateway.url}/api/v1/namespaces/{owner_namespace}/actions/{package}/echo",
+        params={"blocking": "true", "result": "true"}, json={"n": 3})
+    assert ran.status_code == 200 and ran.json() == {"n": 3}, ran.text
+
+    def in_alices_account() -> list[str]:  # where alice's call ran: OpenWhisk charges the caller
+        return [n for n in _upstream_actions(narrow_upstream, alice_upstream, f"owx-{owner_namespace}")
+                if n.startswith(f"{package}.echo@")]
+
+    assert in_alices_account()
+    assert owner.delete(gateway.api(f"actions/{package}/echo")).ok
+    wait_for(lambda: not in_alices_account(), what="the deployment in alice's account to be deleted")

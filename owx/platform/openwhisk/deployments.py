@@ -38,6 +38,10 @@ class Deployments:
     def has(self, target: UpstreamName) -> bool:
         return target.path in self._deployed
 
+    def holds(self, package: str) -> bool:
+        """Whether owx deployed into ``package`` here since it started."""
+        return package in self._packages
+
     def ensure(self, spec: ActionSpec) -> UpstreamName:
         """Deploy ``spec``'s revision unless it is. Concurrent first uses (an invoke beside a keep-warm)
         deploy it once: a second PUT would be an update there, which drops warm containers."""

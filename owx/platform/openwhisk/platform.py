@@ -117,12 +117,16 @@ class OpenWhiskPlatform(Platform):
         self._background.submit(self._fire, account.client, target, self._input(target, {}, {"keep_warm": True}))
 
     def forget(self, path: str) -> None:
-        """Delete every upstream deployment of ``namespace/[pkg/]name``, in every account (a shared
-        action runs in its callers' accounts), in the background."""
+        """Delete the upstream deployments of ``namespace/[pkg/]name``, in the background: in owx's own
+        namespace, the owner's account, and the accounts of other callers that deployed it since
+        this gateway started (a shared action runs in its callers' accounts). Asking every account
+        would cost one upstream call per tenant per update; what a restart forgot stays there unused."""
         namespace, _, relative = path.partition("/")
         package = package_of(self.settings.prefix, namespace)
+        owners = (self.accounts.shared, self.accounts.of(namespace))
         for account in self.accounts.every():
-            self._background.submit(account.delete, package, readable_prefix(relative))
+            if account in owners or account.holds(package):
+                self._background.submit(account.delete, package, readable_prefix(relative))
 
     def limits(self) -> PlatformLimits:
         budget = self.settings.user_memory_mb * MB
