@@ -1,5 +1,6 @@
 """Tenants' upstream accounts as the operator sets them (``owx admin account``): kept in the entity
-store, applied to the platform at start and at once while owx runs.
+store, applied to the platform at start and at once by the gateway whose admin socket is used
+(other gateways sharing its CouchDB at their next start).
 
 An account is an upstream OpenWhisk namespace of the tenant's own (its ``uuid:key``): the tenant's
 invocations run there, throttled apart from everyone else's (see
@@ -9,15 +10,12 @@ stored ones and cannot be changed here. Listing shows uuids, never secrets.
 
 from __future__ import annotations
 
-from owx.gateway.admin.users import AdminError, parse_auth
+from owx.gateway.admin.users import AdminError, check_name, parse_auth
 from owx.gateway.identity import SYSTEM_NAMESPACE
-from owx.gateway.names import valid_name
-from owx.gateway.stores import EntityStore
+from owx.gateway.stores import Conflict, EntityStore
 from owx.platform.interface import TenantAccounts
 
 COLLECTION = "upstream-accounts"
-
-
 NOT_UPSTREAM = ("owx runs activations on its own containers: upstream accounts apply only in front of an "
                 "OpenWhisk (owx up --upstream URL)")
 
@@ -47,8 +45,11 @@ class StoredAccounts:
         self._changeable(namespace)
         key_uuid, secret = parse_auth(auth)
         current = self.store.get(SYSTEM_NAMESPACE, COLLECTION, namespace)
-        self.store.put(SYSTEM_NAMESPACE, COLLECTION, namespace, {"auth": f"{key_uuid}:{secret}"},
-                       current.rev if current else None)
+        try:
+            self.store.put(SYSTEM_NAMESPACE, COLLECTION, namespace, {"auth": f"{key_uuid}:{secret}"},
+                           current.rev if current else None)
+        except Conflict:
+            raise AdminError(f"the account of {namespace!r} was changed at the same time: try again") from None
         if self.platform is not None:
             self.platform.assign(namespace, f"{key_uuid}:{secret}")
         return key_uuid
@@ -69,8 +70,7 @@ class StoredAccounts:
     def _changeable(self, namespace: str) -> None:
         if self._refused:
             raise AdminError(NOT_UPSTREAM)
-        if not valid_name(namespace) or not namespace.isascii() or namespace.startswith("_"):
-            raise AdminError(f"namespace {namespace!r} is not a valid OpenWhisk name")
+        check_name("namespace", namespace)
         if namespace in self.configured:
             raise AdminError(f"namespace {namespace!r} has its account in the settings (upstream.accounts): "
                              "change it there")

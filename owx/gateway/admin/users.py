@@ -46,9 +46,8 @@ class Users:
     def create(self, subject: str, namespace: str | None = None, auth: str | None = None) -> UserKey:
         """A new key of ``subject`` for ``namespace`` (default: the subject's name)."""
         namespace = namespace or subject
-        for label, name in (("subject", subject), ("namespace", namespace)):
-            if not valid_name(name) or not name.isascii() or name.startswith("_"):
-                raise AdminError(f"{label} {name!r} is not a valid OpenWhisk name")
+        check_name("subject", subject)
+        check_name("namespace", namespace)
         if any(k.namespace == namespace for k in self.keys(subject)):
             raise AdminError(f"subject {subject!r} already has a key for namespace {namespace!r}")
         key_uuid, secret = parse_auth(auth) if auth else (str(uuidlib.uuid4()), _secret())
@@ -87,6 +86,12 @@ class Users:
         fresh = UserKey(subject, old.namespace, old.uuid, _secret())
         self.store.put(SYSTEM_NAMESPACE, AUTH, old.uuid, {**entity.doc, "key": fresh.key}, entity.rev)
         return fresh
+
+
+def check_name(label: str, name: str) -> None:
+    """AdminError unless ``name`` can name a subject or namespace (``_`` ones are owx's own)."""
+    if not valid_name(name) or not name.isascii() or name.startswith("_"):
+        raise AdminError(f"{label} {name!r} is not a valid OpenWhisk name")
 
 
 def as_identity(key: UserKey) -> Identity:
