@@ -167,6 +167,7 @@ class CanaryCore:
         """The gateway's runner for stateful actions: one function, to its committed outcome."""
         function = self._admitted(spec, request)
         self.store.prepare(function.namespace)
+        self.store.grant(function.namespace)
         self._record_admission(function)
         self._function_row(function, request)
         try:
@@ -245,6 +246,7 @@ class CanaryCore:
         self.runtimes.close()
         self.deaths.close()
         self.checkpoints.close()
+        self.store.close()
 
     # -- records -------------------------------------------------------------------------------
     def write_workers(self) -> None:

@@ -11,7 +11,8 @@ class CanarySettings(BaseModel):
     """Canary's settings (``OWX_CANARY__<FIELD>``)."""
 
     store_url: str | None = Field(
-        None, description="checkpoint store URL; default: SQLite + blob directory under the data dir"
+        None, description="checkpoint store URL; default: SQLite + blob directory under the data dir. A Redis URL "
+        "with a password gives each namespace a Redis user that reaches its own checkpoints only"
     )
     store_dir: Path | None = Field(
         None, description="one directory for every namespace's default store (shared; containers must be able to "

@@ -3,21 +3,27 @@
 Checkpoints are written by the action itself. The default store is one SQLite file plus a blob
 directory per namespace, in the directory the platform gives that namespace
 (:meth:`Platform.namespace_dir`): the embedded platform mounts it, at the same path, into that
-namespace's containers and no other's, and its files belong to the namespace's group. A platform
-without namespace directories (Docker, an upstream OpenWhisk) gets ``<data_dir>/canary/<namespace>``,
-which its containers cannot reach: use ``store_url`` (Redis, Ignite) there. A configured
-``store_url`` or ``store_dir`` is one store shared by every namespace, as configured; a
-``store_url`` without ``blobs=`` gets each namespace's own directory as its blob tier (sandboxed
-actions write their blobs themselves, and reach no other directory).
+namespace's containers and no other's, and its files belong to the namespace's group.
+
+A configured Redis ``store_url`` with a password serves every namespace through a user of its own
+(:class:`~owx.canary.redis_tenants.RedisTenants`), which reaches that namespace's keys only. Its blob
+tier is the namespace's directory where the platform has one; elsewhere (Docker, an upstream
+OpenWhisk) there is none and large values stay in Redis, so tenants share no directory. A ``blobs=``
+in the URL, a Redis without a password, an Ignite URL or ``store_dir`` are one store shared by every
+namespace, as configured (for tenants that trust each other).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from owx.canary.checkpoint.url import store_ports
+from owx.canary.redis_tenants import RedisTenants
+from owx.common.urls import redact
 from owx.canary.settings import CanarySettings
 from owx.platform import Platform
 from owx.settings import Settings
@@ -25,6 +31,8 @@ from owx.settings import Settings
 DB_NAME = "checkpoints.db"
 DIRECTORY_MODE = 0o2770  # the namespace's group (inherited from the namespace directory) reads and writes
 FILE_MODE = 0o660
+
+log = logging.getLogger(__name__)
 
 
 class StoreLocation:
@@ -38,26 +46,39 @@ class StoreLocation:
         self._platform = platform
         for port in store_ports(self._url) if self._url is not None else ():
             platform.open_host_port(port)  # the actions write their checkpoints themselves
+        isolated = self._url is not None and RedisTenants.isolates(self._url)
+        self._tenants = RedisTenants(self._url) if isolated else None
+        if self._url is not None and (not isolated or self._configured_blobs):
+            log.warning("the checkpoint store %s is shared by every namespace: each tenant's actions can reach the "
+                        "others' checkpoints (a Redis URL with a password and no blobs= keeps them apart)",
+                        redact(self._url))
         self._ready: set[Path] = set()
         self._lock = threading.Lock()
 
     def url_for(self, namespace: str) -> str:
         """The store URL ``namespace``'s actions and the core use."""
-        if self._url is not None and not self._own_blobs:
-            return self._url
-        directory = self._directory(namespace)
-        if self._url is not None:
-            return f"{self._url}{'&' if '?' in self._url else '?'}blobs={directory / 'blobs'}"
-        return f"sqlite://{directory / DB_NAME}?blobs={directory / 'blobs'}"
+        if self._url is None:
+            directory = self._directory(namespace)
+            return f"sqlite://{directory / DB_NAME}?blobs={directory / 'blobs'}"
+        url = self._tenants.url_for(namespace) if self._tenants is not None else self._url
+        blobs = self._own_blobs(namespace)
+        return f"{url}{'&' if '?' in url else '?'}blobs={blobs}" if blobs is not None else url
 
     @property
-    def _own_blobs(self) -> bool:
-        """A configured store_url whose blob tier is each namespace's directory."""
-        return self._url is not None and "blobs=" not in self._url and self._shared_dir is None
+    def _configured_blobs(self) -> bool:
+        return self._url is not None and "blobs" in parse_qs(urlsplit(self._url).query)
+
+    def _own_blobs(self, namespace: str) -> Path | None:
+        """The blob tier of a configured store_url: the namespace's directory where the platform gives
+        one and the URL names none; else None (the URL's blobs=, or large values kept in the KV)."""
+        if self._configured_blobs or self._shared_dir is not None:
+            return None
+        directory = self._platform.namespace_dir(namespace)
+        return directory / "canary" / "blobs" if directory is not None else None
 
     def prepare(self, namespace: str) -> None:
         """Create the namespace's store directory (and default database file) once."""
-        if self._url is not None and not self._own_blobs:
+        if self._url is not None and self._own_blobs(namespace) is None:
             return
         directory = self._directory(namespace)
         with self._lock:
@@ -74,6 +95,16 @@ class StoreLocation:
             db.touch(exist_ok=True)  # an empty file is an empty SQLite database; SQLite gives its
             db.chmod(FILE_MODE)  # -wal and -shm files the database file's mode
             self._ready.add(directory)
+
+    def grant(self, namespace: str) -> None:
+        """Let the namespace's actions into a store with a user per namespace (before each run: a
+        restarted Redis forgot its users). One round trip to the store; nothing elsewhere."""
+        if self._tenants is not None:
+            self._tenants.ensure(namespace)
+
+    def close(self) -> None:
+        if self._tenants is not None:
+            self._tenants.close()
 
     def _directory(self, namespace: str) -> Path:
         if self._shared_dir is not None:

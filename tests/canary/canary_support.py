@@ -100,6 +100,7 @@ def wait_checkpoints(gw: CanaryGateway, activation_id: str, count: int) -> None:
     """Wait until ``activation_id`` has saved checkpoint number ``count``."""
     from owx.canary.checkpoint import open_checkpoint_store
 
+    gw.core.store.grant(gw.namespace)  # the run may not have let the namespace into the store yet
     with open_checkpoint_store(gw.core.store.url_for(gw.namespace)) as store:  # one handle, polled gently: the gateway shares our GIL
         def checkpointed() -> bool:
             time.sleep(0.02)

@@ -1,11 +1,17 @@
 """Recovery with the checkpoint store in a real redis-server, configured without a blob
 directory: each namespace's blobs go to its own directory, which its sandboxed actions can
-write (they flush their large values there themselves)."""
+write (they flush their large values there themselves). With a password, owx logs in with it and
+the actions with their namespace's own Redis user."""
 
 from __future__ import annotations
 
+import secrets
+from pathlib import Path
+
 import pytest
 from canary_support import annotation, kill_running, start_canary_gateway
+
+from owx.bench.canary.redis_server import RedisServer
 
 # Explicit checkpoints holding a 1 MiB array (beyond the KV's inline limit: a segment that is
 # staged in Redis, then flushed to the blob tier by the action's own store).
@@ -27,11 +33,16 @@ def main(args):
 '''
 
 
-@pytest.fixture(scope="module")
-def gw(redis_server):
-    gateway = start_canary_gateway(nodes=2, canary={"store_url": redis_server.url})
+@pytest.fixture(scope="module", params=["shared", "a user per namespace"])
+def gw(request, redis_server, tmp_path_factory):
+    protected = None
+    if request.param == "a user per namespace":
+        protected = RedisServer(Path(tmp_path_factory.mktemp("redis")), password=secrets.token_hex(16))
+    gateway = start_canary_gateway(nodes=2, canary={"store_url": (protected or redis_server).url})
     yield gateway
     gateway.stop()
+    if protected is not None:
+        protected.stop()
 
 
 def test_a_killed_action_resumes_from_its_large_checkpoint_in_redis(gw):

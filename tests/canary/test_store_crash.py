@@ -14,7 +14,6 @@ import pytest
 from ckpt_support import function_keys, seg, segment_files
 
 from owx.canary.checkpoint import open_checkpoint_store
-from owx.canary.checkpoint.segments import Segments
 
 KB = 1024
 
@@ -40,7 +39,7 @@ def test_writer_dying_before_the_flush(store_url, fid):
     dying = open_checkpoint_store(url)
     dying._flusher.submit = lambda *args: None  # the process dies right after publishing
     info = dying.save(fid, "s", {"blob": blob(1)})
-    assert Segments.is_staged(info.refs[0].location)
+    assert dying.segments.is_staged(info.refs[0].location)
     dying.close()
     with open_checkpoint_store(url) as recovered:
         assert recovered.latest(fid).values == {"blob": blob(1)}
@@ -126,7 +125,7 @@ def test_sigkilled_writers_never_leave_a_dangling_checkpoint(store_url, fid, tmp
         killed_pids.append(writer.pid)
         with open_checkpoint_store(url) as store:
             store._flusher.submit = lambda *args: None  # inspect exactly what the dead writer left
-            unflushed += Segments.is_staged(store.history(fid)[0].refs[0].location)
+            unflushed += store.segments.is_staged(store.history(fid)[0].refs[0].location)
             latest = store.latest(fid)
             assert latest.values["k"] >= printed[-1] and latest.state == f"k-{latest.values['k']}"
             for info in store.history(fid):

@@ -42,7 +42,7 @@ def test_options_come_from_the_query(tmp_path: Path):
         ("sqlite:///{tmp}/c.db?blobs=relative/dir", "blobs must be an absolute path"),
         ("sqlite:///{tmp}/c.db?stage=disk", "stage must be auto, kv, spool or none"),
         ("sqlite:///{tmp}/c.db?keep=3&keep=4", "given more than once: keep"),
-        ("redis://127.0.0.1:{port}/0", "needs a blob directory"),
+        ("redis://127.0.0.1:{port}/0?stage=spool", "stage=spool needs a spool or blob directory"),
         ("ignite://nohostport?blobs=/tmp/x", "needs host:port nodes"),
     ],
 )

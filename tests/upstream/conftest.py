@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -39,19 +40,18 @@ def workdir() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def redis(workdir: Path) -> Iterator[RedisServer]:
-    server = RedisServer(workdir / "redis")
+    """Canary's checkpoint store; owx logs in with a password and gives each namespace a user of its own."""
+    server = RedisServer(workdir / "redis", password=secrets.token_hex(16))
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
 def upstream(workdir: Path, redis: RedisServer) -> Iterator[GatewayProcess]:
-    """The stand-in OpenWhisk: plain embedded owx, no extensions, no stem cells; its containers share the
-    checkpoints' blob directory (as an OpenWhisk's invokers would mount a volume) and may reach the
+    """The stand-in OpenWhisk: plain embedded owx, no extensions, no stem cells; its containers may reach the
     redis-server on this machine (as an OpenWhisk's containers reach a store on the network)."""
     process = start_gateway_process(workdir / "upstream", args=["--no-extensions"], auth=UPSTREAM_AUTH,
                                     env={"OWX_PLATFORM__STEM_CELLS": "0", "OWX_LIMITS__MEMORY_MB__MAX": "1024",
-                                         "OWX_PLATFORM__SANDBOX__SHARED": json.dumps([str(workdir / "blobs")]),
                                          "OWX_PLATFORM__SANDBOX__HOST_PORTS": json.dumps([redis.port])})
     yield process
     process.stop()
@@ -59,12 +59,10 @@ def upstream(workdir: Path, redis: RedisServer) -> Iterator[GatewayProcess]:
 
 @pytest.fixture(scope="module")
 def wrapper(workdir: Path, upstream: GatewayProcess, redis: RedisServer) -> Iterator[GatewayProcess]:
-    """owx in front of the upstream, checkpoints in Redis (large values in a directory both reach)."""
-    (workdir / "blobs").mkdir(exist_ok=True)
-    (workdir / "blobs").chmod(0o777)
+    """owx in front of the upstream, checkpoints in Redis (large values too: no directory is shared)."""
     process = start_gateway_process(
         workdir / "wrapper", args=["--upstream", upstream.url, "--upstream-auth", UPSTREAM_AUTH],
-        env={"OWX_CANARY__STORE_URL": f"{redis.url}?blobs={workdir / 'blobs'}", "OWX_LIMITS__MEMORY_MB__MAX": "1024"})
+        env={"OWX_CANARY__STORE_URL": redis.url, "OWX_LIMITS__MEMORY_MB__MAX": "1024"})
     yield process
     process.stop()
 
@@ -77,6 +75,19 @@ def narrow_upstream(workdir: Path) -> Iterator[GatewayProcess]:
                                          "OWX_GATEWAY__CONCURRENT_INVOCATIONS": str(UPSTREAM_CONCURRENCY)})
     yield process
     process.stop()
+
+
+def admin(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``owx admin ARGS`` on the gateway of ``data_dir``."""
+    return subprocess.run(["owx", "admin", "--data-dir", str(data_dir), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def admin_create(data_dir: Path, subject: str) -> str:
+    """A new tenant ``subject`` on the gateway of ``data_dir``: its key."""
+    created = admin(data_dir, "user", "create", subject)
+    assert created.returncode == 0, created.stderr
+    return created.stdout.strip()
 
 
 def slow_burst(front: GatewayProcess, count: int, auth: str | None = None) -> list[str]:

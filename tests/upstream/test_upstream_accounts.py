@@ -5,7 +5,6 @@ and one tenant's burst makes the others wait for it."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +15,14 @@ import pytest
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
 from tests.fixtures.polling import wait_for
-from tests.upstream.conftest import UPSTREAM_AUTH, UPSTREAM_CONCURRENCY, record_of, slow_burst
+from tests.upstream.conftest import (
+    UPSTREAM_AUTH,
+    UPSTREAM_CONCURRENCY,
+    admin,
+    admin_create,
+    record_of,
+    slow_burst,
+)
 
 ECHO = "def main(args):\n    return {'n': args.get('n')}\n"
 BURST = 3 * UPSTREAM_CONCURRENCY  # the first tenant's slow invokes: the upstream refuses all but two at a time
@@ -32,27 +38,16 @@ class Front:
     alice: str
 
 
-def _admin(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["owx", "admin", "--data-dir", str(data_dir), *args], capture_output=True, text=True,
-                          timeout=60)
-
-
-def _admin_create(data_dir: Path, subject: str) -> str:
-    created = _admin(data_dir, "user", "create", subject)
-    assert created.returncode == 0, created.stderr
-    return created.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def alice_upstream(narrow_upstream: GatewayProcess) -> str:
     """The key of alice's own namespace on the upstream."""
-    return _admin_create(narrow_upstream.data_dir, "alice-upstream")
+    return admin_create(narrow_upstream.data_dir, "alice-upstream")
 
 
 def _front(workdir: Path, upstream: GatewayProcess, name: str, args: list[str]) -> Iterator[Front]:
     gateway = start_gateway_process(workdir / name, args=["--upstream", upstream.url, "--upstream-auth", UPSTREAM_AUTH,
                                                           "--no-extensions", *args])
-    yield Front(gateway, _admin_create(gateway.data_dir, "alice"))
+    yield Front(gateway, admin_create(gateway.data_dir, "alice"))
     gateway.stop()
 
 
@@ -146,8 +141,8 @@ def test_an_account_set_while_owx_runs_applies_at_once_and_after_a_restart(workd
     key_uuid, secret = alice_upstream.split(":")
     for front in _front(workdir, narrow_upstream, "front-admin", []):
         gateway = front.gateway
-        assert _admin(gateway.data_dir, "account", "set", "alice", alice_upstream).returncode == 0
-        listed = _admin(gateway.data_dir, "account", "list").stdout
+        assert admin(gateway.data_dir, "account", "set", "alice", alice_upstream).returncode == 0
+        listed = admin(gateway.data_dir, "account", "list").stdout
         assert listed == f"alice\t{key_uuid}\n" and secret not in listed
         took, _ = _others_wait_s(front)
         assert took < UNHINDERED_S, f"the other tenant waited {took:.2f} s for alice's burst"
@@ -155,7 +150,7 @@ def test_an_account_set_while_owx_runs_applies_at_once_and_after_a_restart(workd
         gateway.restart()
         took, _ = _others_wait_s(front)
         assert took < UNHINDERED_S, f"after a restart the other tenant waited {took:.2f} s for alice's burst"
-        assert _admin(gateway.data_dir, "account", "unset", "alice").returncode == 0
+        assert admin(gateway.data_dir, "account", "unset", "alice").returncode == 0
         name = f"shared-{uuid.uuid4().hex[:6]}"
         http = gateway.session(front.alice)
         assert http.put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
@@ -169,22 +164,22 @@ def test_account_commands_refuse_what_they_cannot_do(with_accounts: Front, alice
                        (("set", "_system", alice_upstream), "not a valid"),
                        (("set", "alice", alice_upstream), "settings"),  # given at start: changed there only
                        (("unset", "bob"), "no upstream account")):
-        refused = _admin(data_dir, "account", *args)
+        refused = admin(data_dir, "account", *args)
         assert refused.returncode == 2 and says in refused.stderr, (args, refused.stderr)
-    assert _admin(data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"
+    assert admin(data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"
 
 
 def test_owx_on_its_own_containers_refuses_accounts_and_a_stopped_one_keeps_them_for_its_start(
         workdir: Path, alice_upstream: str) -> None:
     embedded = start_gateway_process(workdir / "embedded")
     try:
-        refused = _admin(embedded.data_dir, "account", "set", "alice", alice_upstream)
+        refused = admin(embedded.data_dir, "account", "set", "alice", alice_upstream)
         assert refused.returncode == 2 and "only in front of an OpenWhisk" in refused.stderr, refused.stderr
     finally:
         embedded.stop()
-    stored = _admin(embedded.data_dir, "account", "set", "alice", alice_upstream)  # not running: the store only
+    stored = admin(embedded.data_dir, "account", "set", "alice", alice_upstream)  # not running: the store only
     assert stored.returncode == 0, stored.stderr
-    assert _admin(embedded.data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"
+    assert admin(embedded.data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"
 
 
 def test_a_shared_action_runs_in_the_callers_account_and_is_deleted_there_too(with_accounts: Front,

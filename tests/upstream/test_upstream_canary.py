@@ -1,5 +1,6 @@
 """Canary over an upstream OpenWhisk: a stateful action whose upstream container is killed resumes
-from its latest checkpoint, and its result is committed once."""
+from its latest checkpoint, and its result is committed once; one tenant's actions reach no other
+tenant's checkpoints in the store they share."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.gateway_process import GatewayProcess
 from owx.canary.checkpoint import open_checkpoint_store
+from owx.canary.redis_tenants import RedisTenants
 from tests.fixtures.polling import wait_for
+from tests.upstream.conftest import admin_create, record_of
 
 STATEFUL = '''
 import socket, time
@@ -55,7 +58,7 @@ def annotation(record: dict, key: str):
 
 
 def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: GatewayProcess, upstream: GatewayProcess,
-                                                                 redis: RedisServer, workdir) -> None:
+                                                                 redis: RedisServer) -> None:
     http = wrapper.session()
     name = f"stateful-{uuid.uuid4().hex[:6]}"
     assert http.put(wrapper.api(f"actions/{name}"), json={
@@ -63,8 +66,7 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
         "annotations": [{"key": "canary", "value": {"checkpoint": "explicit"}}]}).ok
     # 40 steps of 0.5 s: the kill lands mid-run even when the whole suite delays this test's polling by seconds
     activation_id = http.post(wrapper.api(f"actions/{name}"), json={"steps": 40, "delay": 0.5}).json()["activationId"]
-    store_url = f"{redis.url}?blobs={workdir / 'blobs'}"
-    with open_checkpoint_store(store_url) as store:
+    with open_checkpoint_store(RedisTenants(redis.url).url_for("guest")) as store:  # the default namespace's
         deadline = time.monotonic() + 180  # a loaded machine (the whole suite) may start it late
         latest = None
         while time.monotonic() < deadline and (latest is None or latest.seq < 5):
@@ -102,3 +104,64 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
         return any(r["response"]["result"] == {"warm": True} for r in records)
 
     wait_for(warmed, timeout=60, what="the record of a keep-warm activation upstream")
+
+
+PROBE = '''
+import os
+from urllib.parse import parse_qs, urlsplit
+
+import redis
+from owx.canary.checkpoint import Checkpointer
+
+
+def main(args):
+    url = os.environ["__OW_CANARY_STORE"]  # what Canary gave this tenant
+    own = parse_qs(urlsplit(url).query)["prefix"][0]
+    store = redis.Redis.from_url(url.split("?")[0], socket_timeout=5)
+    victim = args["prefix"] + "index/" + args["function"]
+
+    def attempt(*command, client=store):
+        try:
+            return "ok %r" % (client.execute_command(*command),)
+        except Exception as exc:
+            return "%s: %s" % (type(exc).__name__, exc)
+
+    return {
+        "own": [attempt("SET", own + "probe", "x"), attempt("GET", own + "probe")],
+        "read": attempt("GET", victim), "write": attempt("SET", victim, "{}"), "delete": attempt("DEL", victim),
+        "keys": attempt("KEYS", "*"), "scan": attempt("SCAN", "0"), "dbsize": attempt("DBSIZE"),
+        "script": attempt("EVAL", "return redis.call('GET', KEYS[1])", 1, victim),
+        "clients": attempt("CLIENT", "LIST"), "config": attempt("CONFIG", "GET", "requirepass"),
+        "acl": attempt("ACL", "SETUSER", "mine", "on", ">pw", "~*", "+@all"), "flush": attempt("FLUSHALL"),
+        "monitor": attempt("MONITOR"),
+        "default user": attempt("PING", client=redis.Redis(host=store.connection_pool.connection_kwargs["host"],
+                                                             port=store.connection_pool.connection_kwargs["port"])),
+    }
+'''
+
+
+def test_a_tenant_s_action_reaches_only_its_own_checkpoints(wrapper: GatewayProcess, redis: RedisServer) -> None:
+    alice = admin_create(wrapper.data_dir, "alice")
+    mallory = admin_create(wrapper.data_dir, "mallory")
+    tenants = RedisTenants(redis.url)
+    canary = [{"key": "canary", "value": {"checkpoint": "explicit"}}]
+    name = f"stateful-{uuid.uuid4().hex[:6]}"
+    assert wrapper.session(alice).put(wrapper.api(f"actions/{name}"), json={
+        "exec": {"kind": "python:3", "code": STATEFUL}, "annotations": canary}).ok
+    assert wrapper.session(mallory).put(wrapper.api("actions/probe"), json={
+        "exec": {"kind": "python:3", "code": PROBE}, "annotations": canary}).ok
+    running = wrapper.session(alice).post(wrapper.api(f"actions/{name}"), json={"steps": 30, "delay": 0.5})
+    activation_id = running.json()["activationId"]
+    with open_checkpoint_store(tenants.url_for("alice")) as store:
+        wait_for(lambda: store.latest(activation_id) is not None, timeout=120, what="alice's first checkpoint")
+        probed = wrapper.session(mallory).post(wrapper.api("actions/probe"), params={"blocking": "true"}, json={
+            "prefix": tenants.user("alice")[2], "function": activation_id}, timeout=120)
+        assert probed.status_code == 200, probed.text
+        outcomes = probed.json()["response"]["result"]
+        assert outcomes.pop("own") == ["ok True", "ok b'x'"]  # its own keys: it is logged in
+        assert "Authentication" in outcomes.pop("default user")
+        assert all(outcome.startswith("NoPermissionError") for outcome in outcomes.values()), outcomes
+        assert store.latest(activation_id) is not None  # alice's checkpoints are still there
+    record = record_of(wrapper, activation_id, alice, within_s=120)
+    assert record["response"]["success"], record["response"]
+    assert record["response"]["result"]["total"] == sum(i * i for i in range(30))

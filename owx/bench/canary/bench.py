@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import json
 import os
+import secrets
 import shutil
 import statistics
 import sys
@@ -106,8 +107,9 @@ class Bench:
         self.workdir = workdir
         self.redis = None
         if store == "redis":
-            self.redis = RedisServer(workdir / "redis")
-        canary = {"store_url": self.redis.url} if self.redis else {}  # blobs: the namespace's directory
+            self.redis = RedisServer(workdir / "redis", password=secrets.token_hex(16))
+        # a user per namespace (owx logs in with the password); blobs: the namespace's directory
+        canary = {"store_url": self.redis.url} if self.redis else {}
         self.cgroup_root = f"owx-bench-canary-{os.getpid()}"
         settings = Settings(data_dir=workdir / "gw", gateway={"port": 0, "concurrent_invocations": 4}, canary=canary,
                             platform={"nodes": 2, "user_memory_mb": 4096, "stem_cells": 1,

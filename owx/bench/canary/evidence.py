@@ -49,6 +49,7 @@ import argparse
 import dataclasses
 import os
 import random
+import secrets
 import shutil
 import statistics
 import tempfile
@@ -116,7 +117,7 @@ class TrainingBench:
                  kind_preload: dict[str, list[str]]) -> None:
         self.workdir = workdir
         self.workload = workload
-        self.checkpoints = RedisServer(workdir / "redis-checkpoints")
+        self.checkpoints = RedisServer(workdir / "redis-checkpoints", password=secrets.token_hex(16))
         self.effects = RedisServer(workdir / "redis-effects")
         self.effect_client = redis.Redis.from_url(self.effects.url)
         cgroup_root = f"owx-bench-canary-ev-{os.getpid()}"
@@ -124,7 +125,7 @@ class TrainingBench:
         settings = Settings(
             data_dir=workdir / "gw", gateway={"port": 0, "concurrent_invocations": concurrency},
             limits={"memory_mb": {"max": MEMORY_MB}},
-            canary={"store_url": self.checkpoints.url},  # blobs: the namespace's directory
+            canary={"store_url": self.checkpoints.url},  # a user per namespace; blobs: the namespace's directory
             platform={"nodes": nodes, "user_memory_mb": 6144, "stem_cells": 0, "zygote_kind_preload": kind_preload,
                       "cgroup_root": cgroup_root,
                       "sandbox": {"host_ports": [self.effects.port]}})  # the actions log their effects there

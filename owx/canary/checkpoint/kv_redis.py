@@ -12,37 +12,33 @@ from typing import Any, cast
 from owx.canary.checkpoint.errors import StoreUnavailable
 from owx.canary.checkpoint.files import Chunk
 from owx.canary.checkpoint.kv import KV
+from owx.common.urls import redact
 
 READ_SIZE = 1 << 20
 MAX_HEADER = 64
 
-# KEYS[1]; ARGV: expect-absent flag, expected value, delete flag, new value
-_CAS = """
-local current = redis.call('GET', KEYS[1])
-if ARGV[1] == '1' then
-  if current then return 0 end
-elseif current ~= ARGV[2] then
-  return 0
-end
-if ARGV[3] == '1' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[4]) end
-return 1
-"""
+#: every command this client sends: what a tenant's Redis user is allowed (owx.canary.redis_tenants)
+COMMANDS = ("get", "set", "del", "incrby", "ping", "watch", "unwatch", "multi", "exec", "discard")
 
 
 class RedisKV(KV):
+    """Checkpoint keys under one prefix. Compare-and-set is an optimistic transaction (WATCH, GET,
+    MULTI/EXEC), not a Lua script: a tenant's user may run no script, as Lua is where Redis' sandbox
+    escapes have been."""
+
     def __init__(self, url: str, prefix: str, timeout: float) -> None:
         try:
             import redis
         except ImportError as exc:
             raise StoreUnavailable("the redis checkpoint store needs the 'redis' package (pip install redis)") from exc
-        super().__init__(f"redis checkpoint store {url}")
+        super().__init__(f"redis checkpoint store {redact(url)}")
         self.errors = (redis.RedisError,)
+        self._changed = redis.WatchError
         self._prefix = prefix
         with self.guard("connecting"):
             self._redis = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout,
                                                **_no_client_info(redis))
             self._redis.ping()
-            self._cas = self._redis.register_script(_CAS)
 
     def get(self, key: str) -> bytes | None:
         with self.guard("get"):
@@ -94,9 +90,21 @@ class RedisKV(KV):
                 self._redis.delete(*names)
 
     def cas(self, key: str, expected: bytes | None, new: bytes | None) -> bool:
-        args = ["1" if expected is None else "0", expected or b"", "1" if new is None else "0", new or b""]
-        with self.guard("compare-and-set"):
-            return bool(self._cas(keys=[self._prefix + key], args=args))
+        name = self._prefix + key
+        with self.guard("compare-and-set"), self._redis.pipeline() as transaction:
+            transaction.watch(name)
+            if transaction.get(name) != expected:
+                return False  # leaving the pipeline unwatches
+            transaction.multi()
+            if new is None:
+                transaction.delete(name)
+            else:
+                transaction.set(name, new)
+            try:
+                transaction.execute()
+            except self._changed:  # written by someone else since the GET
+                return False
+            return True
 
     def incr(self, key: str) -> int:
         with self.guard("increment"):

@@ -31,7 +31,8 @@ class StoreOptions:
     """
 
     blobs: Path | None = None
-    """Blob tier directory (a shared filesystem when functions recover on other nodes)."""
+    """Blob tier directory (a shared filesystem when functions recover on other nodes). A network
+    store without one keeps large values in the KV."""
     spool: Path | None = None
     """Local staging directory when ``stage=spool``; defaults to ``<blobs>/.spool``."""
     stage: Staging = "auto"
@@ -49,7 +50,8 @@ class StoreOptions:
     record_max: int = 1 * MiB
     """Largest total of inline values in one record."""
     stage_max: int = 256 * MiB
-    """Largest segment that is staged; larger ones go straight to the blob tier."""
+    """Largest segment that is staged; larger ones go straight to the blob tier. Without a blob
+    tier, the largest checkpoint accepted."""
     max_bytes: int = 1 * GiB
     """Largest checkpoint accepted; larger ones are refused with CheckpointTooLarge."""
     timeout: float = 2.0

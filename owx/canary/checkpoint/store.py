@@ -5,6 +5,7 @@ Layout in the KV tier (per function ID ``f``):
 ``seq/f``        a counter that numbers the function's checkpoints
 ``ckpt/f/<seq>`` the checkpoint record: small values inline, large ones as ``{name, location}``
 ``index/f``      the published checkpoints (the latest n) and the garbage-collection floor
+``stage/f/<seq>`` a segment staged in the KV (or kept there, by a store without a blob tier)
 
 A save writes the large values as one segment to the staging area (the KV, or a local
 spool for SQLite), then the record, then publishes it with a compare-and-set on the
@@ -77,14 +78,16 @@ class CheckpointStore:
     """The latest checkpoints of every function (see the module docstring for the layout)."""
 
     def __init__(
-        self, kv: KV, options: StoreOptions, *, blobs: Path, spool: Path,
+        self, kv: KV, options: StoreOptions, *, blobs: Path | None, spool: Path | None,
         on_warning: Callable[[str], None] | None = None,
     ) -> None:
+        """``blobs`` None: segments stay in the KV, and checkpoints are limited to ``stage_max``."""
         self.kv = kv
         self.options = options
-        self.segments = Segments(kv, SegmentFiles(spool), SegmentFiles(blobs))
-        stage = kv.default_staging if options.stage == "auto" else options.stage
+        self.segments = Segments(kv, SegmentFiles(spool) if spool else None, SegmentFiles(blobs) if blobs else None)
+        stage = kv.default_staging if options.stage == "auto" or blobs is None else options.stage
         self._stage_to = "blob" if stage == "none" else stage
+        self._max_bytes = options.max_bytes if blobs is not None else min(options.max_bytes, options.stage_max)
         self._warn = on_warning or log.warning
         self._flusher = Flusher(self._flush_one, self._warn)
 
@@ -113,9 +116,9 @@ class CheckpointStore:
         check_name("function ID", function_id)
         check_name("checkpoint state", state)
         size = sum(frame.nbytes for frame in frames.values())
-        if size > self.options.max_bytes:
+        if size > self._max_bytes:
             largest = max(frames, key=lambda name: frames[name].nbytes)
-            raise CheckpointTooLarge(size, self.options.max_bytes, largest)
+            raise CheckpointTooLarge(size, self._max_bytes, largest)
         inline = self._inline_names(frames)
         seq = self.kv.incr(self._seq_key(function_id))
         timestamp = time.time()
@@ -137,7 +140,7 @@ class CheckpointStore:
         self.kv.put(self._record_key(function_id, seq), record.dumps())
         if not self._publish(function_id, IndexEntry(seq, timestamp, size)):
             self._remove(function_id, [seq])  # a concurrent save of the same function overtook it
-        elif Segments.is_staged(location):
+        elif self.segments.is_staged(location):
             self._flusher.submit(function_id, seq)
         return record.info(function_id)
 
@@ -210,7 +213,7 @@ class CheckpointStore:
             return
         record = Record.loads(raw)
         staged = record.segment
-        if staged is None or not Segments.is_staged(staged):
+        if staged is None or not self.segments.is_staged(staged):
             return
         blob = self.segments.copy_to_blobs(staged, function_id, seq)
         if blob is None:
@@ -286,7 +289,7 @@ class CheckpointStore:
                 name: decode(frame if frame is not None else view[offset : offset + length])
                 for name, frame, offset, length in record.values
             }
-            if Segments.is_staged(record.segment):
+            if self.segments.is_staged(record.segment):
                 self._flusher.submit(function_id, seq)  # its writer may have died before flushing
             return Checkpoint(record.info(function_id), values)
         raise StoreUnavailable(f"checkpoint {seq} of {function_id!r} kept moving while being read")

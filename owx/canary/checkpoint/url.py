@@ -2,8 +2,10 @@
 
 ``sqlite:///var/owx/checkpoints.db``                 embedded default; blobs in ``<db>.blobs``
 ``sqlite:///path/db?blobs=/shared/dir``              blob tier elsewhere (e.g. NFS)
-``redis://[:password@]host:port/0?blobs=/shared/dir``
-``ignite://host:10800[,host2:10800]?blobs=/shared/dir&cache=owx-checkpoints``
+``redis://[user:password@]host:port/0[?blobs=/shared/dir]``
+``ignite://host:10800[,host2:10800][?blobs=/shared/dir&cache=owx-checkpoints]``
+
+A network store without ``blobs=`` keeps large values in the KV itself, up to ``stage_max``.
 
 Query parameters are the fields of :class:`StoreOptions`. The redis and ignite client
 packages are imported only when their URL is opened.
@@ -40,11 +42,11 @@ def open_checkpoint_store(url: str, *, on_warning: Callable[[str], None] | None 
     else:
         raise BadStoreURL(f"unknown checkpoint store {parts.scheme!r} in {url!r}; use one of {', '.join(SCHEMES)}")
     blobs = options.blobs or default_blobs
-    if blobs is None:
-        kv.close()
-        raise BadStoreURL(f"{parts.scheme} checkpoint store needs a blob directory: add ?blobs=/absolute/dir to {url!r}")
+    spool = options.spool or (blobs / ".spool" if blobs else None)
     try:
-        return CheckpointStore(kv, options, blobs=blobs, spool=options.spool or blobs / ".spool", on_warning=on_warning)
+        if options.stage == "spool" and spool is None:
+            raise BadStoreURL(f"stage=spool needs a spool or blob directory (spool= or blobs=) in {url!r}")
+        return CheckpointStore(kv, options, blobs=blobs, spool=spool, on_warning=on_warning)
     except Exception:
         kv.close()
         raise

@@ -27,11 +27,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import couchdb
 import couchdb.http
 
+from owx.common.urls import redact
 from owx.gateway.stores.activation_log import ActivationLog
 from owx.gateway.stores.activations import ActivationRow, summary, to_accepted
 from owx.gateway.stores.base import (
@@ -89,14 +89,6 @@ _ACTIVATION_VIEWS = {
         "reduce": "_count",
     }
 }
-
-
-def redact(url: str) -> str:
-    """``url`` without credentials, for messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class _NoHttpCache:
