@@ -18,7 +18,8 @@ MB = 1024 * 1024
 
 @pytest.fixture
 def url(redis_server) -> str:
-    return f"{redis_server.url}?{urlencode({'prefix': f'owx-test:{uuid.uuid4().hex[:12]}:', 'keep': 2, 'keep_max': 2, 'history_s': 0})}"
+    options = {"prefix": f"owx-test:{uuid.uuid4().hex[:12]}:", "keep": 2, "keep_max": 2, "history_s": 0}
+    return f"{redis_server.url}?{urlencode(options)}"
 
 
 @pytest.fixture

@@ -302,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     report = Report("canary", control=args.control, parameters={
         "workload": {**dataclasses.asdict(workload), "model_parameters": workload.parameters,
                      "model_mb": round(workload.model_mb, 2), "kind": KIND, "memory_mb": MEMORY_MB},
-        "checkpoint_interval": "every epoch (explicit Checkpointer.save)", "checkpoint_store": "redis-server + blobs",
+        "checkpoint_interval": "every epoch (explicit Checkpointer.save)",
+        "checkpoint_store": "redis-server, a user per namespace + blobs",
         "activations_per_run": args.activations, "concurrency": args.concurrency, "nodes": args.nodes,
         "seed": args.seed, "kill_moments_fraction_of_failure_free_duration": [round(m, 3) for m in moments],
         "node_kill_fraction": round(node_fraction, 3), "checkpoint_mb": args.checkpoint_mb,
