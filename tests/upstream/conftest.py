@@ -27,6 +27,7 @@ from owx.bench.gateway_process import GatewayProcess, start_gateway_process
 
 UPSTREAM_AUTH = f"{uuid.uuid4()}:{secrets.token_hex(24)}"
 UPSTREAM_CONCURRENCY = 2  # the narrow stand-in runs at most this many activations of one namespace at once
+ECHO = "def main(args):\n    return {'n': args.get('n')}\n"
 SLOW = "import time\ndef main(args):\n    time.sleep(1.0)\n    return {'n': args.get('n')}\n"
 
 
@@ -90,15 +91,21 @@ def admin_create(data_dir: Path, subject: str) -> str:
     return created.stdout.strip()
 
 
-def slow_burst(front: GatewayProcess, count: int, auth: str | None = None) -> list[str]:
-    """Create a new action that sleeps a second, and send it ``count`` non-blocking invokes at once (as
-    the tenant of ``auth``, else the default one); their activation ids."""
+def slow_burst(front: GatewayProcess, count: int, auth: str | None = None, spread_s: float = 0.0,
+               deployed: bool = False) -> list[str]:
+    """Create a new action that sleeps a second, and send it ``count`` non-blocking invokes at once, or
+    evenly over ``spread_s`` (as the tenant of ``auth``, else the default one); their activation ids.
+    ``deployed``: after one blocking invoke, so that none of the burst deploys it upstream."""
     name = f"slow-{uuid.uuid4().hex[:6]}"
     created = front.session(auth).put(front.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": SLOW}})
     assert created.ok, created.text
+    if deployed:
+        ran = front.session(auth).post(front.api(f"actions/{name}"), params={"blocking": "true"})
+        assert ran.status_code == 200, ran.text
     ids: list[str] = []
 
     def invoke(n: int) -> None:
+        time.sleep(n * spread_s / count)
         answer = front.session(auth).post(front.api(f"actions/{name}"), json={"n": n})
         assert answer.status_code == 202, answer.text
         ids.append(answer.json()["activationId"])

@@ -16,6 +16,7 @@ import pytest
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
 from tests.fixtures.polling import wait_for
 from tests.upstream.conftest import (
+    ECHO,
     UPSTREAM_AUTH,
     UPSTREAM_CONCURRENCY,
     admin,
@@ -24,7 +25,6 @@ from tests.upstream.conftest import (
     slow_burst,
 )
 
-ECHO = "def main(args):\n    return {'n': args.get('n')}\n"
 BURST = 3 * UPSTREAM_CONCURRENCY  # the first tenant's slow invokes: the upstream refuses all but two at a time
 UNHINDERED_S = 0.5  # a warm invoke that waits for no one is answered well within this (it takes milliseconds)
 

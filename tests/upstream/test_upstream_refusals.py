@@ -1,6 +1,8 @@
 """An activation owx accepted waits while the upstream refuses it without running it (throttled: 429,
 away: unreachable), sending it again for ``upstream.retry_s``, instead of failing at once. With
-``retry_s`` 0 (the control) the same refusals are failed activations."""
+``retry_s`` 0 (the control) the same refusals are failed activations. Tenants sharing owx's key take
+turns: one tenant's flood of refused activations takes no more of what the upstream frees than
+another tenant's single one."""
 
 from __future__ import annotations
 
@@ -13,9 +15,19 @@ from pathlib import Path
 import pytest
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from tests.upstream.conftest import UPSTREAM_AUTH, UPSTREAM_CONCURRENCY, record_of, slow_burst
+from owx.platform.openwhisk.retry_turns import RetryTurns
+from tests.upstream.conftest import (
+    ECHO,
+    UPSTREAM_AUTH,
+    UPSTREAM_CONCURRENCY,
+    admin_create,
+    record_of,
+    slow_burst,
+)
 
 BURST = 6  # non-blocking invokes sent at once: the upstream refuses all but UPSTREAM_CONCURRENCY
+FLOOD = 24  # one tenant's slow invokes, sent over a second: 12 s of the upstream's two slots
+FAIR_S = 6.5  # the other tenant's one invoke, taking turns with the flood: in within the first five or six freed pairs
 
 
 def _front(workdir: Path, upstream: GatewayProcess, retry_s: float) -> GatewayProcess:
@@ -64,9 +76,8 @@ def test_an_upstream_that_is_away_for_a_moment_is_waited_for(narrow_upstream: Ga
                                                              patient: GatewayProcess,
                                                              impatient: GatewayProcess) -> None:
     name = f"echo-{uuid.uuid4().hex[:6]}"
-    code = "def main(args):\n    return {'n': args.get('n')}\n"
     for front in (patient, impatient):  # deployed upstream while it is there
-        assert front.session().put(front.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": code}}).ok
+        assert front.session().put(front.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
         assert front.session().post(front.api(f"actions/{name}"), params={"blocking": "true"}).status_code == 200
     narrow_upstream.stop(timeout_s=5)
     try:
@@ -86,3 +97,49 @@ def test_an_upstream_that_is_away_for_a_moment_is_waited_for(narrow_upstream: Ga
     answer = answers["blocking"]
     assert answer.status_code == 200 and answer.json()["response"]["result"] == {"n": 1}, answer.text  # type: ignore[attr-defined]
     assert record_of(patient, queued.json()["activationId"])["response"]["result"] == {"n": 2}
+
+
+def test_a_tenant_s_flood_takes_no_more_of_the_freed_slots_than_another_s_one_activation(
+        patient: GatewayProcess) -> None:
+    alice = admin_create(patient.data_dir, "alice-floods")
+    http = patient.session()
+    echo = f"echo-{uuid.uuid4().hex[:6]}"
+    assert http.put(patient.api(f"actions/{echo}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    assert http.post(patient.api(f"actions/{echo}"), params={"blocking": "true"}).status_code == 200  # warm
+    # sent over a second, as a steady flood comes: her waiting activations go again at scattered moments,
+    # not all at the same ones (which would leave the moments between them to the other tenant)
+    flood = slow_burst(patient, FLOOD, alice, spread_s=1.0, deployed=True)
+    time.sleep(0.3)  # two of alice's hold the upstream's slots for owx's key; her others are refused
+    started = time.monotonic()
+    answer = http.post(patient.api(f"actions/{echo}"), params={"blocking": "true", "result": "true"}, json={"n": 7})
+    took = time.monotonic() - started
+    assert answer.status_code == 200 and answer.json() == {"n": 7}, answer.text
+    print("TOOK", round(took, 2))
+    print("TOOK", round(took, 2))
+    assert took < FAIR_S, f"the other tenant's invoke waited {took:.2f} s behind alice's flood"
+    records = [record_of(patient, activation_id, alice, within_s=180) for activation_id in flood]
+    assert [r["response"]["status"] for r in records] == ["success"] * FLOOD  # hers all ran in turn
+
+
+def test_each_tenant_s_waiting_activations_take_an_equal_share_of_the_turns() -> None:
+    turns = RetryTurns(poll_s=0.1)
+    deadline = time.monotonic() + 60
+    for _ in range(4):
+        turns.join("key", "alice")
+    alone = [turns.wait_s("key", "alice", deadline) for _ in range(4)]
+    assert alone[0] < 0.1 / 4 * 1.5 and alone[-1] < 0.1 * 1.5  # alone: each of hers goes again after poll_s
+    for _ in range(18):
+        turns.join("key", "alice")
+    turns.join("key", "bob")
+    bob = [turns.wait_s("key", "bob", deadline) for _ in range(3)]  # 22 of alice's and bob's one wait
+    gaps = [later - earlier for earlier, later in zip(bob, bob[1:])]
+    assert all(0.1 * 2 / 23 * 0.9 < gap < 0.1 * 2 / 23 * 1.5 for gap in gaps), gaps  # half the turns are bob's
+    turns.join("other key", "alice")
+    assert turns.wait_s("other key", "alice", deadline) < 0.15  # another upstream namespace: its own turns
+    soon = time.monotonic() + 0.05
+    assert turns.wait_s("key", "alice", soon) <= 0.05  # her next turn is after its deadline: a last try then
+    assert turns.wait_s("key", "alice", time.monotonic() - 0.001) is None  # its deadline passed: refused
+    turns.leave("key", "bob")
+    alice = [turns.wait_s("key", "alice", deadline) for _ in range(3)]
+    gaps = [later - earlier for earlier, later in zip(alice, alice[1:])]
+    assert all(0.1 / 22 * 0.9 < gap < 0.1 / 22 * 1.5 for gap in gaps), gaps  # bob gone: all turns are hers

@@ -31,6 +31,7 @@ from owx.platform.openwhisk.client import Answer, UpstreamClient, UpstreamRefuse
 from owx.platform.openwhisk.deployments import Deployments
 from owx.platform.openwhisk.naming import UpstreamName, package_of, path_of, readable_prefix
 from owx.platform.openwhisk.records import is_record, outcome_of
+from owx.platform.openwhisk.retry_turns import RetryTurns
 from owx.platform.settings import UpstreamSettings
 from owx.platform.types import (
     INTERNAL_ERROR,
@@ -66,6 +67,7 @@ class OpenWhiskPlatform(Platform):
         self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")
         self._secret = (settings.auth or secrets.token_hex(32)).encode()
         self.accounts: UpstreamAccounts = UpstreamAccounts(settings, self._deployments)
+        self._turns = RetryTurns(settings.poll_s)
 
     # -- Platform ---------------------------------------------------------------------------
     def run(self, spec: ActionSpec, request: RunRequest, node: str | None = None,
@@ -88,7 +90,7 @@ class OpenWhiskPlatform(Platform):
         target = account.target(spec)
         if request.reservation or not account.has(target):
             return None
-        answer = await self._sent_async(account.client, spec, target, request)
+        answer = await self._sent_async(account, spec, target, request)
         if _deleted(answer):
             account.forget(target)
             return await run_on_thread(None, self.run, spec, request)
@@ -161,33 +163,57 @@ class OpenWhiskPlatform(Platform):
     def _invoke(self, account: Deployments, spec: ActionSpec, request: RunRequest) -> Answer:
         """A blocking invoke of ``spec``'s deployment in ``account``, deployed first unless it is (once
         more if it was deleted upstream behind owx's back). While the upstream refuses without running
-        anything, both are sent again for ``retry_s`` (then the refusal is raised); each attempt gets
-        its own deadline."""
-        waits = _waits(self.settings.retry_s, self.settings.poll_s)
+        anything, both are sent again for ``retry_s`` (then the refusal is raised), when the caller's
+        namespace's turn comes (:mod:`.retry_turns`); each attempt gets its own deadline."""
+        deadline = None
         redeployed = False
-        while True:
-            try:
-                target = account.ensure(spec)
-                answer = account.client.invoke(target.path, self._run_input(spec, target, request), blocking=True,
-                                               wait_s=_wait_s(spec))
-            except UpstreamRefused as exc:
-                time.sleep(_next_or_raise(waits, exc))
-                continue
-            if redeployed or not _deleted(answer):
-                return answer
-            account.forget(target)
-            redeployed = True
+        try:
+            while True:
+                try:
+                    target = account.ensure(spec)
+                    answer = account.client.invoke(target.path, self._run_input(spec, target, request),
+                                                   blocking=True, wait_s=_wait_s(spec))
+                except UpstreamRefused as exc:
+                    deadline = deadline or self._join(account, request.namespace)
+                    time.sleep(self._turn(account, request.namespace, exc, deadline))
+                    continue
+                if redeployed or not _deleted(answer):
+                    return answer
+                account.forget(target)
+                redeployed = True
+        finally:
+            if deadline is not None:
+                self._turns.leave(account, request.namespace)
 
-    async def _sent_async(self, client: UpstreamClient, spec: ActionSpec, target: UpstreamName,
+    async def _sent_async(self, account: Deployments, spec: ActionSpec, target: UpstreamName,
                           request: RunRequest) -> Answer:
         """A blocking invoke of the deployment ``target``, from the event loop, sent again as
         :meth:`_invoke` sends it."""
-        waits = _waits(self.settings.retry_s, self.settings.poll_s)
-        while True:
-            try:
-                return await client.invoke_async(target.path, self._run_input(spec, target, request), _wait_s(spec))
-            except UpstreamRefused as exc:
-                await asyncio.sleep(_next_or_raise(waits, exc))
+        deadline = None
+        try:
+            while True:
+                try:
+                    return await account.client.invoke_async(target.path, self._run_input(spec, target, request),
+                                                             _wait_s(spec))
+                except UpstreamRefused as exc:
+                    deadline = deadline or self._join(account, request.namespace)
+                    await asyncio.sleep(self._turn(account, request.namespace, exc, deadline))
+        finally:
+            if deadline is not None:
+                self._turns.leave(account, request.namespace)
+
+    def _join(self, account: Deployments, namespace: str) -> float:
+        """Wait for turns on ``account`` with ``namespace``'s other refused activations; the deadline."""
+        self._turns.join(account, namespace)
+        return time.monotonic() + self.settings.retry_s
+
+    def _turn(self, account: Deployments, namespace: str, refusal: UpstreamRefused, deadline: float) -> float:
+        """Seconds until ``namespace``'s refused activation goes to ``account`` again; the refusal if its
+        turn would come after ``deadline``."""
+        wait = self._turns.wait_s(account, namespace, deadline)
+        if wait is None:
+            raise refusal
+        return wait
 
     def _await(self, client: UpstreamClient, activation_id: str, spec: ActionSpec) -> RunOutcome:
         """Poll for the record of an activation the upstream stopped waiting for (on a thread)."""
@@ -234,14 +260,6 @@ def _waits(duration_s: float, poll_s: float) -> Iterator[float]:
     deadline = started + duration_s
     while time.monotonic() < deadline:
         yield backoff(poll_s, started)
-
-
-def _next_or_raise(waits: Iterator[float], refusal: UpstreamRefused) -> float:
-    """The next wait before sending a refused request again; the refusal once there is none left."""
-    wait = next(waits, None)
-    if wait is None:
-        raise refusal
-    return wait
 
 
 def _raise_unless_away(exc: PlatformError) -> None:
