@@ -23,8 +23,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from owx.canary.checkpoint.url import store_ports
 from owx.canary.redis_tenants import RedisTenants
-from owx.common.urls import redact
 from owx.canary.settings import CanarySettings
+from owx.common.urls import redact
 from owx.platform import Platform
 from owx.settings import Settings
 

@@ -21,6 +21,7 @@ from owx.canary.checkpoint.errors import BadStoreURL
 from owx.canary.checkpoint.kv import KV
 from owx.canary.checkpoint.options import StoreOptions
 from owx.canary.checkpoint.store import CheckpointStore
+from owx.common.urls import redact
 
 SCHEMES = ("sqlite", "redis", "rediss", "ignite")
 REDIS_PORT = 6379
@@ -40,12 +41,12 @@ def open_checkpoint_store(url: str, *, on_warning: Callable[[str], None] | None 
     elif parts.scheme == "ignite":
         kv, default_blobs = _ignite(parts, options), None
     else:
-        raise BadStoreURL(f"unknown checkpoint store {parts.scheme!r} in {url!r}; use one of {', '.join(SCHEMES)}")
+        raise BadStoreURL(f"unknown checkpoint store {parts.scheme!r} in {redact(url)!r}; use one of {', '.join(SCHEMES)}")
     blobs = options.blobs or default_blobs
     spool = options.spool or (blobs / ".spool" if blobs else None)
     try:
         if options.stage == "spool" and spool is None:
-            raise BadStoreURL(f"stage=spool needs a spool or blob directory (spool= or blobs=) in {url!r}")
+            raise BadStoreURL(f"stage=spool needs a spool or blob directory (spool= or blobs=) in {redact(url)!r}")
         return CheckpointStore(kv, options, blobs=blobs, spool=spool, on_warning=on_warning)
     except Exception:
         kv.close()
@@ -89,7 +90,7 @@ def _redis(parts, options: StoreOptions) -> KV:
     from owx.canary.checkpoint.kv_redis import RedisKV
 
     if not parts.hostname:
-        raise BadStoreURL(f"redis store URL needs a host: redis://host:port/db, got {urlunsplit(parts)!r}")
+        raise BadStoreURL(f"redis store URL needs a host: redis://host:port/db, got {redact(urlunsplit(parts))!r}")
     client_url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
     return RedisKV(client_url, options.prefix, options.timeout)
 
@@ -100,7 +101,7 @@ def _ignite(parts, options: StoreOptions) -> KV:
     credentials, _, hosts = parts.netloc.rpartition("@")
     nodes = _ignite_nodes(hosts)
     if not nodes:
-        raise BadStoreURL(f"ignite store URL needs at least one host:port, got {urlunsplit(parts)!r}")
+        raise BadStoreURL(f"ignite store URL needs at least one host:port, got {redact(urlunsplit(parts))!r}")
     username, _, password = credentials.partition(":")
     return IgniteKV(nodes, options.cache, options.timeout, unquote(username) or None, unquote(password) or None)
 
