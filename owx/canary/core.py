@@ -167,7 +167,6 @@ class CanaryCore:
         """The gateway's runner for stateful actions: one function, to its committed outcome."""
         function = self._admitted(spec, request)
         self.store.prepare(function.namespace)
-        self.store.grant(function.namespace)
         self._record_admission(function)
         self._function_row(function, request)
         try:
@@ -204,6 +203,7 @@ class CanaryCore:
         number = len(function.attempts) + 1
         env = dict(request.extra_env)
         if checkpoints:
+            self.store.grant(function.namespace)  # each attempt: the store may have restarted since the last
             env.update(canary_function_id=function.function_id, canary_store=self.store.url_for(function.namespace),
                        canary_interval=str(function.options.interval_s))
         self.tables.update(function.namespace, "function_info", function.function_id,

@@ -5,7 +5,7 @@ runs only the commands of the checkpoint client (:data:`~owx.canary.checkpoint.k
 no scripts, no key listing, no ``MONITOR``, ``CLIENT LIST``, ``CONFIG`` or ``FLUSHALL``. Users and
 passwords are derived from owx's own Redis password (HMAC), so every gateway configured with the
 same store URL derives the same ones and no state is kept; owx (re)defines a namespace's user before
-each of its stateful functions runs, which also restores users a restarted Redis forgot.
+each attempt of its stateful functions, which also restores users a restarted Redis forgot.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ class StoreLocation:
             self._ready.add(directory)
 
     def grant(self, namespace: str) -> None:
-        """Let the namespace's actions into a store with a user per namespace (before each run: a
+        """Let the namespace's actions into a store with a user per namespace (before each attempt: a
         restarted Redis forgot its users). One round trip to the store; nothing elsewhere."""
         if self._tenants is not None:
             self._tenants.ensure(namespace)

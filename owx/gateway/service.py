@@ -65,6 +65,7 @@ class Gateway:
                 extension.init_app(gateway)
                 gateway.extensions[extension.name] = extension
             gateway.accounts.apply()
+            gateway.accounts.follow()
             gateway.metrics = GatewayMetrics(gateway)
             gateway.reactive.start()
             gateway.invoker.recover()
@@ -80,6 +81,7 @@ class Gateway:
     def close(self) -> None:
         """Give running activations the shutdown grace (then record them as failed), stop the extensions
         and the platform, flush and close the stores."""
+        self.accounts.close()
         self.reactive.close()
         self.invoker.close(self.settings.gateway.shutdown_grace_s)
         for extension in reversed(list(self.extensions.values())):

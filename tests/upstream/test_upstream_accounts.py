@@ -203,3 +203,33 @@ def test_a_shared_action_runs_in_the_callers_account_and_is_deleted_there_too(wi
     assert in_alices_account()
     assert owner.delete(gateway.api(f"actions/{package}/echo")).ok
     wait_for(lambda: not in_alices_account(), what="the deployment in alice's account to be deleted")
+
+
+def test_an_account_set_on_one_gateway_applies_on_the_others_sharing_its_couchdb(
+        workdir: Path, narrow_upstream: GatewayProcess, alice_upstream: str, couchdb_url: str) -> None:
+    shared = {"OWX_GATEWAY__STORE": "couchdb", "OWX_GATEWAY__COUCHDB_URL": couchdb_url,
+              "OWX_GATEWAY__COUCHDB_PREFIX": f"owx_accounts_{uuid.uuid4().hex[:6]}_"}
+    args = ["--upstream", narrow_upstream.url, "--upstream-auth", UPSTREAM_AUTH, "--no-extensions"]
+    first = start_gateway_process(workdir / "couch-first", args=args, env=shared)
+    second = start_gateway_process(workdir / "couch-second", args=args, env=shared, auth=first.auth)
+    try:
+        alice = admin_create(first.data_dir, "alice")
+
+        def runs_with(upstream_auth: str) -> bool:
+            """Whether a new action alice invokes through the second gateway is deployed with ``upstream_auth``."""
+            name = f"where-{uuid.uuid4().hex[:6]}"
+            http = second.session(alice)
+            assert http.put(second.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+            assert http.post(second.api(f"actions/{name}"), params={"blocking": "true"}).status_code == 200
+            return any(n.startswith(f"{name}@") for n in _upstream_actions(narrow_upstream, upstream_auth, "owx-alice"))
+
+        assert runs_with(UPSTREAM_AUTH)
+        assert admin(first.data_dir, "account", "set", "alice", alice_upstream).returncode == 0  # the first's socket
+        wait_for(lambda: runs_with(alice_upstream), timeout=20, interval=0.5,
+                 what="the second gateway to run alice in her account")
+        assert admin(first.data_dir, "account", "unset", "alice").returncode == 0
+        wait_for(lambda: runs_with(UPSTREAM_AUTH), timeout=20, interval=0.5,
+                 what="the second gateway to run alice with owx's key again")
+    finally:
+        second.stop()
+        first.stop()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from owx.bench.canary.redis_server import RedisServer
 from owx.bench.gateway_process import GatewayProcess
-from owx.canary.checkpoint import open_checkpoint_store
+from owx.canary.checkpoint import CheckpointStore, StoreUnavailable, open_checkpoint_store
 from owx.canary.redis_tenants import RedisTenants
 from tests.fixtures.polling import wait_for
 from tests.upstream.conftest import admin_create, record_of
@@ -53,6 +53,20 @@ def _kill_container(name: str) -> int:
     return killed
 
 
+def _tenant_store(redis: RedisServer, namespace: str) -> CheckpointStore:
+    """``namespace``'s checkpoint store, opened as its actions open it, once owx let them in (before
+    their first run)."""
+    url = RedisTenants(redis.url).url_for(namespace)
+
+    def opened() -> CheckpointStore | None:
+        try:
+            return open_checkpoint_store(url)
+        except StoreUnavailable:
+            return None
+
+    return wait_for(opened, timeout=120, interval=0.2, what=f"owx to let {namespace}'s actions into the store")
+
+
 def annotation(record: dict, key: str):
     return next((a["value"] for a in record["annotations"] if a["key"] == key), None)
 
@@ -66,7 +80,7 @@ def test_a_killed_upstream_container_resumes_from_its_checkpoint(wrapper: Gatewa
         "annotations": [{"key": "canary", "value": {"checkpoint": "explicit"}}]}).ok
     # 40 steps of 0.5 s: the kill lands mid-run even when the whole suite delays this test's polling by seconds
     activation_id = http.post(wrapper.api(f"actions/{name}"), json={"steps": 40, "delay": 0.5}).json()["activationId"]
-    with open_checkpoint_store(RedisTenants(redis.url).url_for("guest")) as store:  # the default namespace's
+    with _tenant_store(redis, "guest") as store:  # the default namespace's
         deadline = time.monotonic() + 180  # a loaded machine (the whole suite) may start it late
         latest = None
         while time.monotonic() < deadline and (latest is None or latest.seq < 5):
@@ -150,9 +164,10 @@ def test_a_tenant_s_action_reaches_only_its_own_checkpoints(wrapper: GatewayProc
         "exec": {"kind": "python:3", "code": STATEFUL}, "annotations": canary}).ok
     assert wrapper.session(mallory).put(wrapper.api("actions/probe"), json={
         "exec": {"kind": "python:3", "code": PROBE}, "annotations": canary}).ok
-    running = wrapper.session(alice).post(wrapper.api(f"actions/{name}"), json={"steps": 30, "delay": 0.5})
+    # 60 steps of 0.5 s: her run (and its checkpoints) outlasts the probe even on a loaded machine
+    running = wrapper.session(alice).post(wrapper.api(f"actions/{name}"), json={"steps": 60, "delay": 0.5})
     activation_id = running.json()["activationId"]
-    with open_checkpoint_store(tenants.url_for("alice")) as store:
+    with _tenant_store(redis, "alice") as store:
         wait_for(lambda: store.latest(activation_id) is not None, timeout=120, what="alice's first checkpoint")
         probed = wrapper.session(mallory).post(wrapper.api("actions/probe"), params={"blocking": "true"}, json={
             "prefix": tenants.user("alice")[2], "function": activation_id}, timeout=120)
@@ -164,4 +179,4 @@ def test_a_tenant_s_action_reaches_only_its_own_checkpoints(wrapper: GatewayProc
         assert store.latest(activation_id) is not None  # alice's checkpoints are still there
     record = record_of(wrapper, activation_id, alice, within_s=120)
     assert record["response"]["success"], record["response"]
-    assert record["response"]["result"]["total"] == sum(i * i for i in range(30))
+    assert record["response"]["result"]["total"] == sum(i * i for i in range(60))
