@@ -46,6 +46,7 @@ class StoreLocation:
         self._platform = platform
         for port in store_ports(self._url) if self._url is not None else ():
             platform.open_host_port(port)  # the actions write their checkpoints themselves
+        self._configured_blobs = self._url is not None and "blobs" in parse_qs(urlsplit(self._url).query)
         isolated = self._url is not None and RedisTenants.isolates(self._url)
         self._tenants = RedisTenants(self._url) if isolated else None
         if self._url is not None and (not isolated or self._configured_blobs):
@@ -63,10 +64,6 @@ class StoreLocation:
         url = self._tenants.url_for(namespace) if self._tenants is not None else self._url
         blobs = self._own_blobs(namespace)
         return f"{url}{'&' if '?' in url else '?'}blobs={blobs}" if blobs is not None else url
-
-    @property
-    def _configured_blobs(self) -> bool:
-        return self._url is not None and "blobs" in parse_qs(urlsplit(self._url).query)
 
     def _own_blobs(self, namespace: str) -> Path | None:
         """The blob tier of a configured store_url: the namespace's directory where the platform gives

@@ -65,7 +65,8 @@ class Gateway:
                 extension.init_app(gateway)
                 gateway.extensions[extension.name] = extension
             gateway.accounts.apply()
-            gateway.accounts.follow()
+            if settings.gateway.store == "couchdb":  # other gateways may share it and change accounts
+                gateway.accounts.follow()
             gateway.metrics = GatewayMetrics(gateway)
             gateway.reactive.start()
             gateway.invoker.recover()
