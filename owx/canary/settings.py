@@ -18,6 +18,10 @@ class CanarySettings(BaseModel):
         None, description="one directory for every namespace's default store (shared; containers must be able to "
         "reach it). Unset: one store per namespace, in the directory the platform mounts into its containers only"
     )
+    store_quota_mb: int = Field(
+        1024, ge=0, description="bytes (MiB) each namespace's checkpoints may hold in a Redis store_url with a password "
+        "(a user per namespace); past it its actions' writes are refused until they delete. 0: no budget"
+    )
     failure_window: int = Field(50, ge=5, description="recent function outcomes the dynamic strategy looks at")
     replica_linger_s: float = Field(
         10.0, ge=0, description="how long replicas of a runtime outlive its last active function"

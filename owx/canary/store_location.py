@@ -10,7 +10,8 @@ A configured Redis ``store_url`` with a password serves every namespace through 
 tier is the namespace's directory where the platform has one; elsewhere (Docker, an upstream
 OpenWhisk) there is none and large values stay in Redis, so tenants share no directory. A ``blobs=``
 in the URL, a Redis without a password, an Ignite URL or ``store_dir`` are one store shared by every
-namespace, as configured (for tenants that trust each other).
+namespace, as configured (for tenants that trust each other). In a store with a user per namespace,
+each namespace's checkpoints are kept within ``store_quota_mb`` (:mod:`~owx.canary.store_quota`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 from owx.canary.checkpoint.url import store_ports
 from owx.canary.redis_tenants import RedisTenants
 from owx.canary.settings import CanarySettings
+from owx.canary.store_quota import QuotaProcess
 from owx.common.urls import redact
 from owx.platform import Platform
 from owx.settings import Settings
@@ -31,6 +33,7 @@ from owx.settings import Settings
 DB_NAME = "checkpoints.db"
 DIRECTORY_MODE = 0o2770  # the namespace's group (inherited from the namespace directory) reads and writes
 FILE_MODE = 0o660
+MiB = 1024 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,8 @@ class StoreLocation:
         self._configured_blobs = self._url is not None and "blobs" in parse_qs(urlsplit(self._url).query)
         isolated = self._url is not None and RedisTenants.isolates(self._url)
         self._tenants = RedisTenants(self._url) if isolated else None
+        self._quota = QuotaProcess(self._tenants, canary.store_quota_mb * MiB) \
+            if self._tenants is not None and canary.store_quota_mb else None
         if self._url is not None and (not isolated or self._configured_blobs):
             log.warning("the checkpoint store %s is shared by every namespace: each tenant's actions can reach the "
                         "others' checkpoints (a Redis URL with a password and no blobs= keeps them apart)",
@@ -100,6 +105,8 @@ class StoreLocation:
             self._tenants.ensure(namespace)
 
     def close(self) -> None:
+        if self._quota is not None:
+            self._quota.close()
         if self._tenants is not None:
             self._tenants.close()
 

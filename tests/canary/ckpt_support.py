@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from owx.bench.canary.redis_server import RedisServer as PasswordRedis
 from owx.canary.checkpoint import CheckpointStore, open_checkpoint_store
 
 IGNITE_ENV = "OWX_TEST_IGNITE"
@@ -78,6 +80,14 @@ def redis_server() -> Iterator[RedisServer]:
     yield server
     server.stop()
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def password_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PasswordRedis]:
+    """A redis-server that wants a password (owx then makes a user per namespace)."""
+    started = PasswordRedis(Path(tmp_path_factory.mktemp("redis")), password=secrets.token_hex(16))
+    yield started
+    started.stop()
 
 
 StoreURL = Callable[..., str]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from ckpt_support import backend, open_store, redis_server, store_url  # noqa: F401 (fixtures of the checkpoint tests)
+from ckpt_support import backend, open_store, password_redis, redis_server, store_url  # noqa: F401 (fixtures of the checkpoint tests)
 
 IGNITE_ENV = "OWX_TEST_IGNITE"
 

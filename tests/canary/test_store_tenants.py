@@ -4,10 +4,8 @@ checkpoints only and runs only the checkpoint client's commands (a real redis-se
 from __future__ import annotations
 
 import logging
-import secrets
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,16 +16,9 @@ from owx.canary.checkpoint import StoreUnavailable, open_checkpoint_store
 from owx.canary.redis_tenants import RedisTenants
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    started = RedisServer(Path(tmp_path_factory.mktemp("redis")), password=secrets.token_hex(16))
-    yield started
-    started.stop()
-
-
 @pytest.fixture
-def tenants(server: RedisServer) -> Iterator[RedisTenants]:
-    made = RedisTenants(f"{server.url}?prefix=owx-test:{uuid.uuid4().hex[:8]}:")
+def tenants(password_redis: RedisServer) -> Iterator[RedisTenants]:
+    made = RedisTenants(f"{password_redis.url}?prefix=owx-test:{uuid.uuid4().hex[:8]}:")
     yield made
     made.close()
 
@@ -59,10 +50,10 @@ def test_each_namespace_reads_its_own_checkpoints_and_no_other_s(tenants: RedisT
         np.testing.assert_array_equal(restored.values["weights"], weights)
 
 
-def test_users_come_back_after_the_store_forgot_them(tenants: RedisTenants, server: RedisServer):
+def test_users_come_back_after_the_store_forgot_them(tenants: RedisTenants, password_redis: RedisServer):
     tenants.ensure("alice")
     name, _, _ = tenants.user("alice")
-    redis.Redis.from_url(server.url).execute_command("ACL", "DELUSER", name)  # what a restarted Redis knows
+    redis.Redis.from_url(password_redis.url).execute_command("ACL", "DELUSER", name)  # what a restarted Redis knows
     with pytest.raises(StoreUnavailable):
         open_checkpoint_store(tenants.url_for("alice"))
     tenants.ensure("alice")  # before the namespace's next run
@@ -71,12 +62,12 @@ def test_users_come_back_after_the_store_forgot_them(tenants: RedisTenants, serv
         assert alice.latest("f").values == {"k": 1}
 
 
-def test_every_gateway_with_the_store_s_url_derives_the_same_users(server: RedisServer):
-    first, second = RedisTenants(server.url), RedisTenants(server.url)
+def test_every_gateway_with_the_store_s_url_derives_the_same_users(password_redis: RedisServer):
+    first, second = RedisTenants(password_redis.url), RedisTenants(password_redis.url)
     namespace = "team a@example.com"  # characters an OpenWhisk namespace may hold
     assert first.url_for(namespace) == second.url_for(namespace)
     assert first.user(namespace) != first.user("team b@example.com")
-    other = RedisTenants(server.url.replace(server.password, "another-password"))
+    other = RedisTenants(password_redis.url.replace(password_redis.password, "another-password"))
     assert other.user(namespace)[1] != first.user(namespace)[1]  # passwords come from owx's own
     second.ensure(namespace)
     with open_checkpoint_store(first.url_for(namespace)) as store:
@@ -85,8 +76,8 @@ def test_every_gateway_with_the_store_s_url_derives_the_same_users(server: Redis
         made.close()
 
 
-def test_a_user_the_store_refuses_to_make_is_logged_not_raised(server: RedisServer, caplog):
-    wrong = RedisTenants(server.url.replace(server.password, "not-the-password"))
+def test_a_user_the_store_refuses_to_make_is_logged_not_raised(password_redis: RedisServer, caplog):
+    wrong = RedisTenants(password_redis.url.replace(password_redis.password, "not-the-password"))
     with caplog.at_level(logging.WARNING):
         wrong.ensure("alice")
     assert "cannot define the user of namespace 'alice'" in caplog.text

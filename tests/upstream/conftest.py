@@ -26,6 +26,7 @@ from owx.bench.canary.redis_server import RedisServer
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
 
 UPSTREAM_AUTH = f"{uuid.uuid4()}:{secrets.token_hex(24)}"
+CHECKPOINT_BUDGET_MB = 8  # what each namespace's checkpoints may hold in the wrapper's Redis
 UPSTREAM_CONCURRENCY = 2  # the narrow stand-in runs at most this many activations of one namespace at once
 ECHO = "def main(args):\n    return {'n': args.get('n')}\n"
 SLOW = "import time\ndef main(args):\n    time.sleep(1.0)\n    return {'n': args.get('n')}\n"
@@ -60,10 +61,12 @@ def upstream(workdir: Path, redis: RedisServer) -> Iterator[GatewayProcess]:
 
 @pytest.fixture(scope="module")
 def wrapper(workdir: Path, upstream: GatewayProcess, redis: RedisServer) -> Iterator[GatewayProcess]:
-    """owx in front of the upstream, checkpoints in Redis (large values too: no directory is shared)."""
+    """owx in front of the upstream, checkpoints in Redis (large values too: no directory is shared),
+    each namespace's within ``CHECKPOINT_BUDGET_MB``."""
     process = start_gateway_process(
         workdir / "wrapper", args=["--upstream", upstream.url, "--upstream-auth", UPSTREAM_AUTH],
-        env={"OWX_CANARY__STORE_URL": redis.url, "OWX_LIMITS__MEMORY_MB__MAX": "1024"})
+        env={"OWX_CANARY__STORE_URL": redis.url, "OWX_LIMITS__MEMORY_MB__MAX": "1024",
+             "OWX_CANARY__STORE_QUOTA_MB": str(CHECKPOINT_BUDGET_MB)})
     yield process
     process.stop()
 

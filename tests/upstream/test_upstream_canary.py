@@ -16,7 +16,7 @@ from owx.bench.gateway_process import GatewayProcess
 from owx.canary.checkpoint import CheckpointStore, StoreUnavailable, open_checkpoint_store
 from owx.canary.redis_tenants import RedisTenants
 from tests.fixtures.polling import wait_for
-from tests.upstream.conftest import admin_create, record_of
+from tests.upstream.conftest import CHECKPOINT_BUDGET_MB, admin_create, record_of
 
 STATEFUL = '''
 import socket, time
@@ -140,7 +140,12 @@ def main(args):
         except Exception as exc:
             return "%s: %s" % (type(exc).__name__, exc)
 
+    filled, refused = 0, None  # fill the store under its own prefix, one MiB after another
+    while filled < args["fill_mb"] and refused is None:
+        refused = attempt("SET", own + "fill/%d" % filled, os.urandom(1 << 20))
+        refused, filled = (None, filled + 1) if refused.startswith("ok") else (refused, filled)
     return {
+        "fill": [filled, refused],
         "own": [attempt("SET", own + "probe", "x"), attempt("GET", own + "probe")],
         "read": attempt("GET", victim), "write": attempt("SET", victim, "{}"), "delete": attempt("DEL", victim),
         "keys": attempt("KEYS", "*"), "scan": attempt("SCAN", "0"), "dbsize": attempt("DBSIZE"),
@@ -154,7 +159,7 @@ def main(args):
 '''
 
 
-def test_a_tenant_s_action_reaches_only_its_own_checkpoints(wrapper: GatewayProcess, redis: RedisServer) -> None:
+def test_a_tenant_s_action_reaches_only_its_own_checkpoints_within_its_budget(wrapper: GatewayProcess, redis: RedisServer) -> None:
     alice = admin_create(wrapper.data_dir, "alice")
     mallory = admin_create(wrapper.data_dir, "mallory")
     tenants = RedisTenants(redis.url)
@@ -170,13 +175,19 @@ def test_a_tenant_s_action_reaches_only_its_own_checkpoints(wrapper: GatewayProc
     with _tenant_store(redis, "alice") as store:
         wait_for(lambda: store.latest(activation_id) is not None, timeout=120, what="alice's first checkpoint")
         probed = wrapper.session(mallory).post(wrapper.api("actions/probe"), params={"blocking": "true"}, json={
-            "prefix": tenants.user("alice")[2], "function": activation_id}, timeout=120)
+            "prefix": tenants.user("alice")[2], "function": activation_id, "fill_mb": 8 * CHECKPOINT_BUDGET_MB},
+            timeout=120)
         assert probed.status_code == 200, probed.text
         outcomes = probed.json()["response"]["result"]
-        assert outcomes.pop("own") == ["ok True", "ok b'x'"]  # its own keys: it is logged in
+        filled, refused = outcomes.pop("fill")  # past its budget, its writes are refused: a MiB or two late at most
+        assert CHECKPOINT_BUDGET_MB - 1 <= filled <= CHECKPOINT_BUDGET_MB + 2 and "NoPermissionError" in refused, \
+            (filled, refused)
+        assert outcomes.pop("own") == ["NoPermissionError: this user has no permissions to run the 'set' command",
+                                       "ok None"]  # it still reads its own keys: it is logged in
         assert "Authentication" in outcomes.pop("default user")
         assert all(outcome.startswith("NoPermissionError") for outcome in outcomes.values()), outcomes
         assert store.latest(activation_id) is not None  # alice's checkpoints are still there
     record = record_of(wrapper, activation_id, alice, within_s=120)
     assert record["response"]["success"], record["response"]
     assert record["response"]["result"]["total"] == sum(i * i for i in range(60))
+    assert not [line for line in record["logs"] if "owx-canary-warning" in line]  # each of her saves went in

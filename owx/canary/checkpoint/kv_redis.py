@@ -17,6 +17,8 @@ from owx.common.urls import redact
 READ_SIZE = 1 << 20
 MAX_HEADER = 64
 
+#: why a tenant's user may be refused a command it is allowed (owx.canary.store_quota)
+OVER_BUDGET = "a namespace whose checkpoints hold more than its budget may only read and delete until it deletes"
 #: every command this client sends: what a tenant's Redis user is allowed (owx.canary.redis_tenants)
 COMMANDS = ("get", "set", "del", "incrby", "ping", "watch", "unwatch", "multi", "exec", "discard")
 
@@ -33,12 +35,24 @@ class RedisKV(KV):
             raise StoreUnavailable("the redis checkpoint store needs the 'redis' package (pip install redis)") from exc
         super().__init__(f"redis checkpoint store {redact(url)}")
         self.errors = (redis.RedisError,)
+        self._refused = redis.exceptions.NoPermissionError
         self._changed = redis.WatchError
         self._prefix = prefix
         with self.guard("connecting"):
             self._redis = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout,
                                                **_no_client_info(redis))
             self._redis.ping()
+
+    @contextmanager
+    def guard(self, action: str) -> Iterator[None]:
+        """As :meth:`KV.guard`; a refused command says why a tenant's user may be refused one."""
+        try:
+            with super().guard(action):
+                yield
+        except StoreUnavailable as exc:
+            if isinstance(exc.__cause__, self._refused):
+                raise StoreUnavailable(f"{exc} ({OVER_BUDGET})") from exc.__cause__
+            raise
 
     def get(self, key: str) -> bytes | None:
         with self.guard("get"):
