@@ -6,13 +6,13 @@ in the job directory, which every action reads from the shared data dir.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from owx.disdel.job import SyntheticDataset
+from owx.disdel.shared_files import write_shared
 
 
 @dataclass(frozen=True)
@@ -69,13 +69,8 @@ def shard_bounds(samples: int, shards: int) -> list[tuple[int, int]]:
 
 
 def write_npz(path: str | Path, x: np.ndarray, y: np.ndarray) -> Path:
-    """Write atomically and world-readable (actions may run as another user)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, x=x, y=y)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    """Write atomically and world-readable (:func:`~owx.disdel.shared_files.write_shared`)."""
+    return write_shared(path, lambda tmp: np.savez(tmp, x=x, y=y))
 
 
 def write_shards(x: np.ndarray, y: np.ndarray, shards: int, directory: Path) -> list[tuple[Path, int]]:

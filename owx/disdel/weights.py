@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from owx.disdel.shared_files import write_shared
+
 
 def save(path: str | Path, weights: Sequence[np.ndarray]) -> Path:
-    """Write atomically and world-readable (actions may run as another user)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **{f"w{i}": np.asarray(w) for i, w in enumerate(weights)})
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    """Write atomically and world-readable (:func:`~owx.disdel.shared_files.write_shared`)."""
+    return write_shared(path, lambda tmp: np.savez(tmp, **{f"w{i}": np.asarray(w) for i, w in enumerate(weights)}))
 
 
 def load(path: str | Path) -> list[np.ndarray]:

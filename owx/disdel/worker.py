@@ -27,6 +27,7 @@ from owx.disdel.messages import (
     TrainParams,
     TrainResult,
 )
+from owx.disdel.shared_files import write_shared
 from owx.disdel.usage import MemorySampler, own_cgroup, peak_bytes
 
 _MODELS: dict[ModelRef, Any] = {}
@@ -74,10 +75,7 @@ def _load_shard(path: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _write_progress(path: str, doc: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as handle:
-        json.dump(doc, handle)
-    os.replace(tmp, path)
+    write_shared(path, lambda tmp: tmp.write_text(json.dumps(doc)))
 
 
 def _samples(sampler: MemorySampler) -> list[MemorySample]:
@@ -197,9 +195,7 @@ def aggregate(params: AggregateParams) -> AggregateResult:
                 accuracy = None if accuracy is None else float(accuracy)
             if params.save_model:
                 Path(params.save_model).parent.mkdir(parents=True, exist_ok=True)
-                model.save(params.save_model)
-                os.chmod(params.save_model, 0o644)
-                model_path = params.save_model
+                model_path = str(write_shared(params.save_model, model.save))
             phases["evaluated"] = time.time()
     return AggregateResult(
         key=params.key,
