@@ -316,7 +316,7 @@ class Catalog:
         if path.package:
             self._require_package(path.namespace, path.package)
         entity = self.store.get(path.namespace, ACTIONS, path.relative)
-        if entity is None or not self.store.delete(path.namespace, ACTIONS, path.relative, entity.rev):
+        if entity is None or not entity_names.delete(self.store, path.namespace, ACTIONS, path.relative, entity.rev):
             raise absent(self.store, path.namespace, ACTIONS, path.relative)
         self._forget()
         self.platform.forget(str(path))
@@ -455,9 +455,9 @@ class Catalog:
             entities = "entity" if len(contents) == 1 else "entities"
             raise ApiError(409, errors.PACKAGE_NOT_EMPTY.format(count=len(contents), entities=entities))
         for action in contents:
-            self.store.delete(namespace, ACTIONS, action.name, action.rev)
+            entity_names.delete(self.store, namespace, ACTIONS, action.name, action.rev)
             self.platform.forget(f"{namespace}/{action.name}")
-        self.store.delete(namespace, PACKAGES, name, entity.rev)
+        entity_names.delete(self.store, namespace, PACKAGES, name, entity.rev)
         self._forget()
         return self._present(entity)
 

@@ -105,7 +105,7 @@ class RuleCatalog:
         trigger = ref_path(entity.doc["trigger"])
         key = _rule_key(namespace, name)
         self.triggers.change_rules(trigger.namespace, trigger.name, lambda rules: rules.pop(key, None))
-        if not self.store.delete(namespace, RULES, name, entity.rev):
+        if not entity_names.delete(self.store, namespace, RULES, name, entity.rev):
             raise absent(self.store, namespace, RULES, name)
         return {**present(entity), "status": INACTIVE}
 

@@ -87,7 +87,7 @@ class TriggerCatalog:
 
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
         entity = self.entity(namespace, name)
-        if entity is None or not self.store.delete(namespace, TRIGGERS, name, entity.rev):
+        if entity is None or not entity_names.delete(self.store, namespace, TRIGGERS, name, entity.rev):
             raise absent(self.store, namespace, TRIGGERS, name)
         return present(entity)
 
