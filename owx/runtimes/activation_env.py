@@ -12,6 +12,12 @@ environment cannot hold all of them, so:
 * the process-wide environment (C ``environ``: subprocesses, threads the action
   starts itself, C extensions) holds the values of the most recently started
   activation, as in OpenWhisk's own runtimes.
+
+The process-wide values are set with ``putenv`` of strings this module keeps, not with
+``os.environ[...] =``: that calls glibc's ``setenv``, which keeps every string it was ever given
+(so that a pointer someone took stays valid), and an activation's id, transaction id and deadline
+are new every time: a warm container grew by about 200 bytes per activation, for ever, and each
+``setenv`` searched a tree of them all.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ if TYPE_CHECKING:
 OW_PREFIX = "__OW_"
 _local = threading.local()
 _process_env_lock = threading.Lock()
+_held: dict[str, object] = {}  # the __OW_* variables this module set: name -> the C string environ points at
+_c = None  # (ctypes' string buffer maker, libc's putenv), loaded with the first activation: ctypes costs ~1 ms
 
 
 class _ActivationEnviron(os._Environ):  # type: ignore[name-defined,misc]
@@ -54,14 +62,39 @@ def activation_env(values: dict[str, str]) -> Iterator[None]:
     so a warm container never shows one activation's metadata to the next.
     """
     with _process_env_lock:
-        for stale in [key for key in os.environ if key.startswith(OW_PREFIX) and key not in values]:
-            del os.environ[stale]
-        os.environ.update(values)
+        _set_process_env(values)
     _local.env = values
     try:
         yield
     finally:
         _local.env = None
+
+
+def _set_process_env(values: dict[str, str]) -> None:
+    """Make the process environment's ``__OW_*`` variables ``values`` (under the lock)."""
+    global _c
+    if _c is None:
+        import ctypes
+
+        _c = ctypes.create_string_buffer, ctypes.CDLL(None).putenv
+        _held.update((key, None) for key in os.environ if key.startswith(OW_PREFIX))  # inherited: looked for once
+    string, putenv = _c
+    data = os.environ._data  # type: ignore[attr-defined] # os.environ's own mapping, set beside environ
+    for stale in [key for key in _held if key not in values]:
+        os.unsetenv(stale)
+        data.pop(os.fsencode(stale), None)
+        del _held[stale]
+    for key, value in values.items():
+        name, encoded = os.fsencode(key), os.fsencode(value)
+        if key in _held and data.get(name) == encoded:
+            continue  # unchanged since the last activation (its namespace, action, key, ...)
+        if b"\0" in name or b"=" in name or b"\0" in encoded:
+            raise ValueError(f"not an environment variable: {key!r}")  # what os.environ refuses too
+        held = string(name + b"=" + encoded)
+        if putenv(held) != 0:
+            raise OSError(f"putenv {key} failed")
+        data[name] = encoded
+        _held[key] = held  # environ points at it now: kept until another value replaces it
 
 
 def ow_env(message: dict[str, object]) -> dict[str, str]:

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from owx.common.cgroups import Cgroup
 from owx.runtimes.protocol import MEMORY_REPORT_PREFIX
@@ -355,3 +356,49 @@ def test_inherited_unix_socket(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+def test_subprocesses_see_this_activations_metadata_and_none_of_the_last(runtime: RuntimeProcess) -> None:
+    """The process environment (what a subprocess inherits) holds the running activation's ``__OW_*``
+    values: a later activation's, and none an earlier one had that it does not."""
+    code = "import subprocess\ndef main(args):\n    return {'env': subprocess.check_output(['env'], text=True)}\n"
+    assert runtime.init(code).status_code == 200
+
+    def child_env(**meta: Any) -> dict[str, str]:
+        lines = runtime.run({}, **meta).json()["env"].splitlines()
+        return {k: v for k, _, v in (line.partition("=") for line in lines) if k.startswith("__OW_")}
+
+    assert child_env(activation_id="a" * 32, canary_function_id="fn-1", namespace="guest") == {
+        "__OW_ACTIVATION_ID": "a" * 32, "__OW_CANARY_FUNCTION_ID": "fn-1", "__OW_NAMESPACE": "guest"}
+    assert child_env(activation_id="b" * 32, namespace="guest") == {
+        "__OW_ACTIVATION_ID": "b" * 32, "__OW_NAMESPACE": "guest"}
+
+
+ACTIVATIONS_FOR_GROWTH = 20_000
+
+
+def test_a_warm_runtime_does_not_grow_with_its_activations(runtime: RuntimeProcess) -> None:
+    """Each activation's id, transaction id and deadline are new: a runtime that kept every value it
+    was given as a C environment string (glibc's ``setenv`` does) grew by some 200 bytes per activation."""
+    assert runtime.init("def main(args):\n    return {}\n").status_code == 200
+    connection = http.client.HTTPConnection("127.0.0.1", runtime.port, timeout=30)
+
+    def activations(first: int, count: int) -> None:
+        for n in range(first, first + count):
+            body = json.dumps({"value": {}, "activation_id": f"{n:032x}", "transaction_id": f"t{n:031x}",
+                               "deadline": str(1_800_000_000_000 + n), "namespace": "guest"})
+            connection.request("POST", "/run", body, {"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            assert answer.status == 200, answer.read()
+            answer.read()
+
+    activations(0, 2_000)  # the interpreter's own caches and free lists settle
+    before = _rss_kb(runtime.process.pid)
+    activations(2_000, ACTIVATIONS_FOR_GROWTH)
+    grown = _rss_kb(runtime.process.pid) - before
+    assert grown < 1024, f"{grown} kB more after {ACTIVATIONS_FOR_GROWTH} activations"
+
+
+def _rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0])
