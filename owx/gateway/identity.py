@@ -19,6 +19,7 @@ SYSTEM_NAMESPACE = "_system"
 AUTH = "auth"
 CACHE_TTL_S = 5.0
 MAX_AUTH_HEADER = 1024
+MAX_VERIFIED = 4096  # headers remembered as checked against a cached identity (then forgotten all at once)
 # What a key's two halves may be (owx makes 36-character uuids and 64-character secrets); anything
 # else cannot name a stored key and is refused before the store is asked.
 _UUID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
@@ -71,6 +72,9 @@ class Authenticator:
     def __init__(self, store: EntityStore) -> None:
         self.store = store
         self._cache: dict[str, tuple[float, Identity]] = {}
+        # Authorization headers whose key matched a cached entry: the same header against the same
+        # entry matches again, so every invoke need not decode and compare it
+        self._verified: dict[str, tuple[float, Identity]] = {}
         self._owners: dict[str, tuple[float, Identity]] = {}
         self._lock = threading.Lock()
 
@@ -82,11 +86,19 @@ class Authenticator:
     def identify_cached(self, authorization: str | None) -> Identity | None:
         """:meth:`identify` without I/O: the identity if its key is cached, None if the store must be
         asked (call :meth:`identify` on a thread then), 401 when the header cannot name any key."""
+        verified = self._verified.get(authorization) if authorization is not None else None
+        if verified is not None and self._cache.get(verified[1].uuid) is verified \
+                and time.monotonic() - verified[0] < CACHE_TTL_S:
+            return verified[1]
         uuid, key = _credentials(authorization)
         cached = self._cache.get(uuid)
         if cached is None or time.monotonic() - cached[0] >= CACHE_TTL_S:
             return None
-        return _checked(cached[1], key)
+        identity = _checked(cached[1], key)
+        if len(self._verified) >= MAX_VERIFIED:
+            self._verified = {}
+        self._verified[authorization] = cached  # type: ignore[index]
+        return identity
 
     def _lookup(self, uuid: str) -> Identity | None:
         cached = self._cache.get(uuid)

@@ -1,27 +1,34 @@
-"""Activation and transaction ids: 32 lower-case hex digits, as OpenWhisk's."""
+"""Activation and transaction ids: 32 lower-case hex digits, as OpenWhisk's.
+
+An id starts with the millisecond it was made (12 digits) and ends with 80 random bits: ids made
+later sort later, so the stores' indexes by id grow at their end. Random ids touched a page of the
+index anywhere for each record: one database commit wrote about as many pages as it held records.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 
-_POOL_BYTES = 4096  # random bytes read at once: one system call per 256 ids
-_ID_BYTES = 16
+_POOL_BYTES = 4000  # random bytes read at once: one system call per 400 ids
+_ID_BYTES = 10
 _lock = threading.Lock()
 _pool = b""
 _used = 0
 
 
 def new_id() -> str:
-    """A fresh random id: 128 bits from the kernel's random source (as ``secrets``), read a pool at a
-    time; a forked child never hands out its parent's (its pool is dropped at the fork)."""
+    """A fresh id: the epoch millisecond, then 80 bits from the kernel's random source (as
+    ``secrets``), read a pool at a time; a forked child never hands out its parent's (its pool is
+    dropped at the fork)."""
     global _pool, _used
     with _lock:
         if _used + _ID_BYTES > len(_pool):
             _pool, _used = os.urandom(_POOL_BYTES), 0
         start = _used
         _used += _ID_BYTES
-        return _pool[start:start + _ID_BYTES].hex()
+        return f"{time.time_ns() // 1_000_000:012x}{_pool[start:start + _ID_BYTES].hex()}"
 
 
 def _drop_pool() -> None:

@@ -21,8 +21,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
-from functools import partial
+from concurrent.futures import Executor, Future
+from functools import lru_cache, partial
 from urllib.parse import parse_qsl, unquote_to_bytes
 
 from owx.common.eventloop import run_on_thread
@@ -83,11 +83,8 @@ class InvokeEndpoint:
 
     async def _invoke(self, namespace: str, name: str, request: Request, transaction_id: str) -> Response:
         identity = await self._caller(request.header(b"authorization"))
-        path = parse_relative(identity.namespace if namespace == "_" else check_namespace(namespace), name)
-        query = _query(request.query)
-        blocking = boolean("blocking", query.get("blocking"))
-        result_only = boolean("result", query.get("result"))
-        wait_s = wait_timeout_s(query.get("timeout"), self.settings.blocking_wait_s)
+        path = _path(identity.namespace if namespace == "_" else namespace, name)
+        blocking, result_only, wait_s = _options(request.query, self.settings.blocking_wait_s)
         params = object_from(bounded(request.body, self.settings.max_payload_bytes))
         throttle = self.gateway.invoker.throttle
         throttle.check_rate(identity.namespace)  # before the action is looked up, as OpenWhisk's entitlement
@@ -96,10 +93,10 @@ class InvokeEndpoint:
         except ApiError:
             throttle.count_refused(identity.namespace)
             raise
-        activation_id, done = await self._start(identity, resolved, params, blocking, transaction_id)
+        activation_id, answer = await self._start(identity, resolved, params, blocking, transaction_id)
         headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
-        if blocking:
-            completion = await self._wait(done, wait_s)
+        if answer is not None:
+            completion = await self._wait(answer, wait_s)
             if completion is not None:
                 result = completion.record["response"]["result"]
                 # an array result is answered alone, with or without result=true (OpenWhisk's)
@@ -116,40 +113,38 @@ class InvokeEndpoint:
         return catalog.resolved(path, caller) or await self._on_thread(catalog.resolve, path, caller)
 
     async def _start(self, identity: Identity, resolved: ResolvedAction, params: dict, blocking: bool,
-                     transaction_id: str) -> tuple[str, asyncio.Future[Completion]]:
+                     transaction_id: str) -> tuple[str, asyncio.Future[Completion | None] | None]:
+        """The activation's id and, when ``blocking``, the future the caller answers from (see
+        :class:`~owx.gateway.pipeline.invoke.Running`)."""
         invoker = self.gateway.invoker
         if invoker.gated(resolved):  # an extension reserves what it needs first, which may block
             invocation = await self._on_thread(invoker.start, identity, resolved, params, transaction_id)
-            return invocation.activation_id, asyncio.wrap_future(invocation.done)
-        return invoker.submit(identity, resolved, params, blocking, transaction_id)
+            return invocation.activation_id, _answer_of(invocation.done) if blocking else None
+        running = invoker.submit(identity, resolved, params, blocking, transaction_id)
+        return running.activation_id, running.answer
 
-    async def _wait(self, done: asyncio.Future[Completion], wait_s: float) -> Completion | None:
+    async def _wait(self, answer: asyncio.Future[Completion | None], wait_s: float) -> Completion | None:
         """The completion, or None past ``wait_s`` (the activation goes on). Without
         ``defer_waits`` a server thread waits instead (a benchmark's control: what a plain WSGI
         server does)."""
+        loop = self.gateway.loop.loop
         if not self.settings.defer_waits:
-            await self._on_thread(_held_wait, asyncio.get_running_loop(), done, wait_s)
-        if not done.done():
-            loop = asyncio.get_running_loop()
-            woken = loop.create_future()
-
-            def wake(_: object = None) -> None:
-                if not woken.done():
-                    woken.set_result(None)
-
-            done.add_done_callback(wake)
-            timer = loop.call_later(wait_s, wake)
-            try:
-                await woken
-            finally:
-                timer.cancel()
-                done.remove_done_callback(wake)
-        return done.result() if done.done() else None
+            await self._on_thread(_held_wait, loop, answer, wait_s)
+        if answer.done():
+            return answer.result()
+        timer = loop.call_later(wait_s, _stop_waiting, answer)
+        try:
+            return await answer
+        finally:
+            timer.cancel()
 
     async def _on_thread(self, function, *args):  # type: ignore[no-untyped-def]
         return await run_on_thread(self.threads, function, *args)
 
 
+# What clients send again and again is parsed once (pure functions, bounded caches; what is refused
+# raises, and is not cached)
+@lru_cache(maxsize=4096)
 def _split(raw_path: bytes) -> tuple[str, str] | None:
     """(namespace, ``[pkg/]name``) of an invoke path (under ``_PREFIX``), or None when it is not one."""
     path = unquote_to_bytes(raw_path[len(_PREFIX):]).decode("utf-8", "replace")
@@ -157,6 +152,20 @@ def _split(raw_path: bytes) -> tuple[str, str] | None:
     if not sep or not namespace or "/" in namespace or not name:
         return None
     return namespace, name
+
+
+@lru_cache(maxsize=4096)
+def _path(namespace: str, name: str) -> EntityPath:
+    """The action ``name`` (``[pkg/]name``) in ``namespace``, names checked (400 otherwise)."""
+    return parse_relative(check_namespace(namespace), name)
+
+
+@lru_cache(maxsize=1024)
+def _options(raw_query: bytes, max_wait_s: float) -> tuple[bool, bool, float]:
+    """(blocking, result only, how long a blocking caller waits) of an invoke's query; 400 for bad values."""
+    query = _query(raw_query)
+    return (boolean("blocking", query.get("blocking")), boolean("result", query.get("result")),
+            wait_timeout_s(query.get("timeout"), max_wait_s))
 
 
 def _query(raw: bytes) -> dict[str, str]:
@@ -169,7 +178,31 @@ def _query(raw: bytes) -> dict[str, str]:
     return dict(reversed(pairs))
 
 
-def _held_wait(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Completion], timeout_s: float) -> None:
+def _answer_of(done: Future[Completion]) -> asyncio.Future[Completion | None]:
+    """A future of the loop that ``done`` (a thread's) completes, which the caller may resolve first."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Completion | None] = loop.create_future()
+
+    def settle(ended: Future[Completion]) -> None:
+        if answer.done():
+            return
+        if ended.cancelled():
+            answer.cancel()
+        elif ended.exception() is not None:
+            answer.set_exception(ended.exception())  # type: ignore[arg-type]
+        else:
+            answer.set_result(ended.result())
+
+    done.add_done_callback(lambda ended: loop.call_soon_threadsafe(settle, ended))
+    return answer
+
+
+def _stop_waiting(answer: asyncio.Future[Completion | None]) -> None:
+    if not answer.done():
+        answer.set_result(None)
+
+
+def _held_wait(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Completion | None], timeout_s: float) -> None:
     """Hold this thread until ``done`` (on ``loop``) ends or ``timeout_s`` passes."""
     finished = asyncio.run_coroutine_threadsafe(asyncio.wait([done], timeout=timeout_s), loop)
     finished.result()

@@ -50,6 +50,7 @@ MALFORMED_HTTP = "The request is not valid HTTP/1.1: {detail}"
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})  # the server's to say, not a handler's
+_NOTED_LENGTHS = frozenset({len(b"content-length"), len(b"expect")})  # the request headers the server reads
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ class HttpConnection(asyncio.Protocol):
         self._busy = False
         self._closing = False  # answer what is in hand, then close
         self._write_paused = False  # the client does not read: handle nothing more until it does
-        self._idle: asyncio.TimerHandle | None = None
+        self._idle: asyncio.TimerHandle | None = None  # looks at _idle_since when it fires
+        self._idle_since: float | None = None  # loop time since which no request is handled (None: one is)
         self._reset_message()
 
     # -- asyncio.Protocol --------------------------------------------------------------------
@@ -141,6 +143,8 @@ class HttpConnection(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_bytes = 0
+        self._length: bytes | None = None  # Content-Length, as sent
+        self._expects = False  # Expect: 100-continue
         self._body: list[bytes] = []
         self._body_bytes = 0
 
@@ -153,6 +157,12 @@ class HttpConnection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
+        if len(name) in _NOTED_LENGTHS:
+            lowered = name.lower()
+            if lowered == b"content-length":
+                self._length = value
+            elif lowered == b"expect":
+                self._expects = value.lower() == b"100-continue"
         self._count_head(len(name) + len(value) + 4)
 
     def _count_head(self, size: int) -> None:
@@ -162,13 +172,12 @@ class HttpConnection(asyncio.Protocol):
             raise httptools.HttpParserCallbackError("head too big")
 
     def on_headers_complete(self) -> None:
-        length = next((v for n, v in self._headers if n.lower() == b"content-length"), None)
+        length = self._length
         if length is not None and length.strip().isdigit() and int(length) > self._limits.max_body_bytes:
             self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size=int(length),
                                                    allowed=self._limits.max_body_bytes))
             raise httptools.HttpParserCallbackError("body too big")
-        expects = any(n.lower() == b"expect" and v.lower() == b"100-continue" for n, v in self._headers)
-        if expects and not self._busy and not self._queue and self._transport is not None:
+        if self._expects and not self._busy and not self._queue and self._transport is not None:
             self._transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
@@ -211,8 +220,7 @@ class HttpConnection(asyncio.Protocol):
             # sending (its next requests do not put that off)
             if self._transport is not None:
                 self._transport.pause_reading()
-            if self._idle is None:
-                self._arm_idle()
+            self._arm_idle()
             return
         if not self._queue:
             if self._closing:
@@ -220,9 +228,7 @@ class HttpConnection(asyncio.Protocol):
             else:
                 self._arm_idle()
             return
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        self._idle_since = None
         request, keep_alive = self._queue.popleft()
         self._busy = True
         if self._transport is not None and len(self._queue) < MAX_QUEUED:
@@ -260,17 +266,16 @@ class HttpConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         lines = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Unknown')}"]
-        for name, value in response.headers:
-            if "\n" in name or "\r" in name or "\n" in value or "\r" in value:
-                raise ValueError(f"header {name!r} holds a line break")  # never split an answer in two
-            if name.lower() not in _FRAMING:
-                lines.append(f"{name}: {value}")
+        lines.extend(f"{name}: {value}" for name, value in response.headers if name.lower() not in _FRAMING)
         lines.append(f"Content-Length: {len(response.body)}")
         if self._closing:
             lines.append("Connection: close")
         elif http_1_0:
             lines.append("Connection: keep-alive")
-        head = "\r\n".join(lines).encode("latin-1") + b"\r\nDate: " + _Clock.date() + b"\r\n\r\n"
+        text = "\r\n".join(lines)
+        if text.count("\n") != len(lines) - 1 or text.count("\r") != len(lines) - 1:
+            raise ValueError("a header holds a line break")  # never split an answer in two
+        head = text.encode("latin-1") + b"\r\nDate: " + _Clock.date() + b"\r\n\r\n"
         transport.write(head if head_only else head + response.body)
 
     def _refuse(self, status: int, message: str) -> None:
@@ -288,11 +293,21 @@ class HttpConnection(asyncio.Protocol):
 
     # -- lifetime ------------------------------------------------------------------------------
     def _arm_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-        self._idle = self._loop.call_later(self._limits.idle_timeout_s, self._idle_out)
+        """Idle from now, unless it was already: closed ``idle_timeout_s`` after (one timer for the
+        connection's life, not one per request: it looks again when it fires)."""
+        if self._idle_since is None:
+            self._idle_since = self._loop.time()
+        if self._idle is None:
+            self._idle = self._loop.call_later(self._limits.idle_timeout_s, self._idle_check)
 
-    def _idle_out(self) -> None:
+    def _idle_check(self) -> None:
+        self._idle = None
+        if self._idle_since is None:
+            return  # handling a request: armed again once idle
+        left = self._idle_since + self._limits.idle_timeout_s - self._loop.time()
+        if left > 0:
+            self._idle = self._loop.call_later(left, self._idle_check)
+            return
         if self._write_paused:
             self.abort()  # its unread answers would keep a graceful close waiting for ever
         else:

@@ -110,6 +110,7 @@ class Activation:
     cause: str | None = None
     accepted_ms: int = field(default_factory=records.now_ms)
     transaction: str | None = None  # the request's transaction id (``X-Request-ID``); else its own id
+    answer: asyncio.Future[Completion | None] | None = None  # a waiting caller's (see `Running`)
 
     @property
     def transaction_id(self) -> str:
@@ -123,10 +124,14 @@ class Activation:
 
 
 class Running(NamedTuple):
-    """An admitted activation on the event loop: its id, and the task that ends with its completion."""
+    """An admitted activation on the event loop: its id, the task that ends with its completion, and
+    for a blocking caller the future it answers from: the completion as soon as the record is
+    durable (before the pipeline's own bookkeeping and observers), or its error. The caller may
+    resolve it itself first (with None: it stopped waiting; the activation goes on)."""
 
     activation_id: str
     done: asyncio.Task[Completion]
+    answer: asyncio.Future[Completion | None] | None = None
 
 
 @dataclass
@@ -238,9 +243,12 @@ class Invoker:
         except BaseException:
             self._release(identity.namespace)
             raise
-        running = Running(activation.id, self._launch(activation))
+        loop = self.loop.loop
+        if blocking:
+            activation.answer = loop.create_future()
+        running = Running(activation.id, self._launch(activation), activation.answer)
         if blocking:  # after the launch: this runs once the activation's first step sent its run
-            asyncio.get_running_loop().call_soon(self._journal_started, activation)
+            loop.call_soon(self._journal_started, activation)
         return running
 
     def gated(self, resolved: ResolvedAction) -> bool:
@@ -275,7 +283,7 @@ class Invoker:
                       "recorded): %s", activation.id, exc)
 
     def _launch(self, activation: Activation) -> asyncio.Task[Completion]:
-        task = asyncio.get_running_loop().create_task(self._admitted(activation))
+        task = self.loop.loop.create_task(self._admitted(activation))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -293,19 +301,35 @@ class Invoker:
 
     # -- execution (the event loop) -------------------------------------------------------------
     async def _admitted(self, activation: Activation) -> Completion:
-        namespace = activation.identity.namespace
+        answer = activation.answer
         try:
-            await self._slots.take(namespace)
-            try:
-                ran = await self._outcome(activation)
-            except Exception as exc:  # noqa: BLE001 - a bug of owx's is the activation's recorded error, never a lost record
-                ran = _failed_inside(activation, exc, activation.accepted_ms)
-            finally:
-                self._slots.give_back(namespace)
-            return await self._recorded(activation, ran)
+            completion = await self._completed(activation)
+            if answer is not None and not answer.done():
+                answer.set_result(completion)
+                await asyncio.sleep(0)  # the caller's answer leaves first: nobody waits for what follows
+            return self._observed(completion)
+        except BaseException as exc:
+            if answer is not None and not answer.done():
+                if isinstance(exc, Exception):
+                    answer.set_exception(exc)
+                else:
+                    answer.cancel()
+            raise
         finally:
             self._open.pop(activation.id, None)  # its record is stored: closing writes nothing for it
-            self._release(namespace)
+            self._release(activation.identity.namespace)
+
+    async def _completed(self, activation: Activation) -> Completion:
+        """Run the activation in a run slot and store its record (durable on return)."""
+        namespace = activation.identity.namespace
+        await self._slots.take(namespace)
+        try:
+            ran = await self._outcome(activation)
+        except Exception as exc:  # noqa: BLE001 - a bug of owx's is the activation's recorded error, never a lost record
+            ran = _failed_inside(activation, exc, activation.accepted_ms)
+        finally:
+            self._slots.give_back(namespace)
+        return await self._recorded(activation, ran)
 
     async def _outcome(self, activation: Activation) -> _Ran:
         plan = activation.plan
@@ -324,7 +348,7 @@ class Invoker:
         if not stored.done():  # the store could not make it durable at once: wait for its commit
             await asyncio.wrap_future(stored)
         stored.result()
-        return self._observed(completion)
+        return completion
 
     def _store(self, activation: Activation, ran: _Ran) -> tuple[Completion, Future[None]]:
         """Build the record (the one builder) and hand it to the store; the future: once it is durable."""

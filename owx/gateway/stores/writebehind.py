@@ -39,6 +39,8 @@ Fetch = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 # (position in the queue's order, record, its sequence in the activation log, or the future of a
 # record the log could not take)
 _Queued = tuple[int, ActivationRow, int | None, Future[None] | None]
+DURABLE: Future[None] = Future()  # what `submit` answers for a row the log took: durable already
+DURABLE.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class WriteBehind:
         self._awaited = 0  # queued records whose callers wait for the commit (the log did not take them)
         self._queue: deque[_Queued] = deque()
         self._records: dict[str, ActivationRow] = {}  # queued records, readable until committed
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # held alone where nobody waits (cheaper than the condition's own enter)
+        self._cond = threading.Condition(self._lock)
         self._seq = 0
         self._committed = 0
         self._last_error: BaseException | None = None
@@ -100,8 +103,7 @@ class WriteBehind:
 
         Raises `StoreUnavailable` when closed, and for an accepted entry when the store is behind
         (see `backlogged`) or the log cannot take it: a new activation must not start then."""
-        done: Future[None] = Future()
-        with self._cond:  # appends in the queue's order: `committed(seq)` then covers every record before seq
+        with self._lock:  # appends in the queue's order: `committed(seq)` then covers every record before seq
             if self._closing:
                 raise StoreUnavailable("activation store is closed")
             if isinstance(row, AcceptedRow):
@@ -112,11 +114,11 @@ class WriteBehind:
                 except OSError as err:
                     log.warning("the activation log cannot take record %s (%s): it is durable once committed",
                                 row.activation_id, err)
+                    done: Future[None] = Future()
                     self._enqueue(row, None, done)
                     return done
                 self._enqueue(row, seq, None)
-        done.set_result(None)
-        return done
+        return DURABLE
 
     def check_room(self) -> None:
         """Raise `StoreUnavailable` when the store is behind (see `backlogged`), as `submit` refuses an

@@ -77,6 +77,7 @@ class Container(ABC):
         self._planned = False  # destroyed on purpose: listeners are not told
         self._destroyed = False
         self._oom_seen = False
+        self._kills_known: int | None = None  # the OOM kill count as last read (None: read it)
         self.exit_reason: DeathReason | None = None  # set when the container has stopped
         self._pidfd: int | None = None
         self._oomfd: int | None = None
@@ -124,9 +125,18 @@ class Container(ABC):
     def oom_kills(self) -> int:
         """OOM kills counted by the kernel in this container's cgroup (0 once the group is gone)."""
         try:
-            return self.cgroup.oom_kills()
+            self._kills_known = self.cgroup.oom_kills()
         except CgroupError:
-            return 0
+            self._kills_known = 0
+        return self._kills_known
+
+    def oom_kills_before_run(self) -> int:
+        """:meth:`oom_kills` before an activation, read only when it may have changed: every kill is an
+        OOM event the container hears of (without its event descriptor, read every time; a run that
+        fails reads the count afresh, :meth:`oom_kills`)."""
+        if self._kills_known is None or self._oomfd is None:
+            return self.oom_kills()
+        return self._kills_known
 
     # -- control -------------------------------------------------------------
     def kill(self, reason: DeathReason) -> None:
@@ -183,6 +193,7 @@ class Container(ABC):
 
     def _on_oom_event(self) -> None:
         self._oom_seen = True
+        self._kills_known = None
 
     def _on_exit(self) -> None:
         if self._dead.is_set():

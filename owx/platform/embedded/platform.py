@@ -81,8 +81,14 @@ class EmbeddedPlatform(Platform):
         return target.pool.run(spec, request, claim=claim)
 
     async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
-        """On the node that has ``spec`` warm (the first, when several have)."""
-        target = next((n for n in self._nodes.values() if n.alive and n.pool.has_warm(spec.key)), None)
+        """On the node that has ``spec`` warm (the first, when several have; a node alone is asked
+        directly: its pool answers None when it has none)."""
+        nodes = self._nodes.values()
+        if len(nodes) == 1:
+            target = next(iter(nodes))
+            target = target if target.alive else None
+        else:
+            target = next((n for n in nodes if n.alive and n.pool.has_warm(spec.key)), None)
         return None if target is None else await target.pool.run_warm(spec, request)
 
     def nodes(self) -> list[NodeInfo]:
