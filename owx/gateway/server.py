@@ -130,7 +130,7 @@ class GatewayServer:
     def _handler(self) -> Handler:
         invoke, flask = self.invoke, self.flask
 
-        async def handle(request: Request) -> Response:
+        async def handle(request: Request) -> Response | None:
             return await (invoke.match(request) or flask)(request)
 
         return handle

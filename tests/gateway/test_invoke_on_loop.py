@@ -31,12 +31,12 @@ def test_cache_misses_read_the_store_on_a_thread_and_warm_invokes_run_on_the_loo
     assert http.put(tenant.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": code}}).ok
     service = gateway.service
     store_reads: list[str] = []
-    submits: list[str] = []
+    admissions: list[str] = []
     platform_runs: list[str] = []
     warm_runs: list[str] = []
     monkeypatch.setattr(service.auth.store, "get", _threads_of(store_reads, service.auth.store.get))
     monkeypatch.setattr(service.catalog.store, "get", _threads_of(store_reads, service.catalog.store.get))
-    monkeypatch.setattr(service.invoker, "submit", _threads_of(submits, service.invoker.submit))
+    monkeypatch.setattr(service.invoker, "admit", _threads_of(admissions, service.invoker.admit))
     monkeypatch.setattr(service.platform, "run", _threads_of(platform_runs, service.platform.run))
     monkeypatch.setattr(service.platform, "run_warm", _threads_of(warm_runs, service.platform.run_warm))
     service.auth._cache.clear()  # the PUT above cached the key: the first invoke must look it up again
@@ -44,7 +44,7 @@ def test_cache_misses_read_the_store_on_a_thread_and_warm_invokes_run_on_the_loo
                for n in range(3)]
     assert [(a.status_code, a.json()) for a in answers] == [(200, {"n": 1}), (200, {"n": 2}), (200, {"n": 3})]
     assert store_reads and LOOP_THREAD not in store_reads  # the cold caller and action were read on a thread
-    assert submits == [LOOP_THREAD] * 3
+    assert admissions == [LOOP_THREAD] * 3
     assert len(platform_runs) == 1 and platform_runs[0] != LOOP_THREAD  # the cold start, on a worker thread
     assert warm_runs == [LOOP_THREAD] * 3  # asked each time; the two warm ones ran from the loop
     code_v2 = code.replace("+ 1", "+ 2")  # a new revision: the action is no longer cached, the caller still is

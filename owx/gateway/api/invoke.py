@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from functools import lru_cache, partial
 from urllib.parse import parse_qsl, unquote_to_bytes
 
@@ -54,55 +55,101 @@ class InvokeEndpoint:
         self.threads = threads  # for what may block: store reads, gated admission, held waits
         self.settings = gateway.settings.gateway
 
-    def match(self, request: Request) -> Callable[[Request], Awaitable[Response]] | None:
+    def match(self, request: Request) -> Callable[[Request], Awaitable[Response | None]] | None:
         """This endpoint's handler if ``request`` is an invoke, else None (Flask answers it)."""
         if request.method != "POST" or not request.raw_path.startswith(_PREFIX):
             return None
         where = _split(request.raw_path)
         return None if where is None else partial(self.handle, *where)
 
-    async def handle(self, namespace: str, name: str, request: Request) -> Response:
-        """Answer one invoke of ``name`` in ``namespace`` (as the path gives them)."""
+    async def handle(self, namespace: str, name: str, request: Request) -> Response | None:
+        """Answer one invoke of ``name`` in ``namespace`` (as the path gives them); a blocking invoke
+        is answered as soon as its record is durable, through ``request.answer`` (None returned)."""
         started = time.perf_counter()
         transaction_id = new_id()
+        metrics = self.gateway.metrics
+
+        def answer(response: Response) -> None:
+            if metrics is not None:
+                self.gateway.loop.loop.call_soon(metrics.request, "POST", ROUTE, response.status,
+                                                 time.perf_counter() - started)
+            request.answer(response)
+
         try:
-            response = await self._invoke(namespace, name, request, transaction_id)
+            await self._invoke(namespace, name, request, transaction_id, answer)
         except ApiError as exc:
-            response = error_response(exc.status, exc.message, transaction_id, {**cors.API, **exc.headers})
+            answer(error_response(exc.status, exc.message, transaction_id, {**cors.API, **exc.headers}))
         except StoreUnavailable as exc:
             log.error("store unavailable: %s", exc)
-            response = error_response(503, errors.SYSTEM_UNAVAILABLE.format(detail=exc), transaction_id, cors.API)
+            answer(error_response(503, errors.SYSTEM_UNAVAILABLE.format(detail=exc), transaction_id, cors.API))
         except Exception:  # noqa: BLE001 - any bug is a 500 with OpenWhisk's body, never a dropped request
             log.exception("invoke failed")
-            response = error_response(500, errors.INTERNAL, transaction_id, cors.API)
-        metrics = self.gateway.metrics
-        if metrics is not None:
-            asyncio.get_running_loop().call_soon(metrics.request, "POST", ROUTE, response.status,
-                                                 time.perf_counter() - started)
-        return response
+            answer(error_response(500, errors.INTERNAL, transaction_id, cors.API))
+        return None
 
-    async def _invoke(self, namespace: str, name: str, request: Request, transaction_id: str) -> Response:
+    async def _invoke(self, namespace: str, name: str, request: Request, transaction_id: str,
+                      answer: Callable[[Response], None]) -> None:
+        """Admit the invoke, answer it (202 at once, or the record once durable, or 202 after the wait),
+        and run its activation in this task; errors before the answer raise."""
         identity = await self._caller(request.header(b"authorization"))
         path = _path(identity.namespace if namespace == "_" else namespace, name)
         blocking, result_only, wait_s = _options(request.query, self.settings.blocking_wait_s)
         params = object_from(bounded(request.body, self.settings.max_payload_bytes))
-        throttle = self.gateway.invoker.throttle
-        throttle.check_rate(identity.namespace)  # before the action is looked up, as OpenWhisk's entitlement
+        invoker = self.gateway.invoker
+        invoker.throttle.check_rate(identity.namespace)  # before the action is looked up, as OpenWhisk's entitlement
         try:
             resolved = await self._resolved(path, identity.namespace)
         except ApiError:
-            throttle.count_refused(identity.namespace)
+            invoker.throttle.count_refused(identity.namespace)
             raise
-        activation_id, answer = await self._start(identity, resolved, params, blocking, transaction_id)
-        headers = [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
-        if answer is not None:
-            completion = await self._wait(answer, wait_s)
-            if completion is not None:
-                result = completion.record["response"]["result"]
-                # an array result is answered alone, with or without result=true (OpenWhisk's)
-                answer = result if result_only or isinstance(result, list) else completion.record
-                return json_response(answer, completion.status, headers)
-        return json_response({"activationId": activation_id}, 202, headers)
+        if invoker.gated(resolved):  # an extension reserves what it needs first, which may block: a thread
+            await self._gated(identity, resolved, params, blocking, result_only, wait_s, transaction_id, answer)
+            return
+        activation = invoker.admit(identity, resolved, params, blocking, transaction_id)
+        headers = _headers(transaction_id, activation.id)
+        accepted = json_response({"activationId": activation.id}, 202, headers)
+        if not blocking:
+            answer(accepted)
+            await invoker.run(activation)
+            return
+        held = self._held_thread()
+
+        def answered(response: Response) -> None:
+            timer.cancel()
+            if held is not None:
+                held.set()
+            answer(response)
+
+        timer = self.gateway.loop.loop.call_later(wait_s, answered, accepted)  # past the wait: 202, it goes on
+        try:
+            await invoker.run(activation, lambda completion: answered(_record_answer(completion, result_only,
+                                                                                     headers)))
+        finally:
+            timer.cancel()
+            if held is not None:
+                held.set()
+
+    async def _gated(self, identity: Identity, resolved: ResolvedAction, params: dict, blocking: bool,
+                     result_only: bool, wait_s: float, transaction_id: str,
+                     answer: Callable[[Response], None]) -> None:
+        """An invoke of an action behind an extension's gate: started on a thread, waited for on the loop."""
+        invocation = await self._on_thread(self.gateway.invoker.start, identity, resolved, params, transaction_id)
+        headers = _headers(transaction_id, invocation.activation_id)
+        accepted = json_response({"activationId": invocation.activation_id}, 202, headers)
+        if not blocking:
+            answer(accepted)
+            return
+        done = asyncio.wrap_future(invocation.done)
+        held = self._held_thread()
+        try:
+            completion = await asyncio.wait_for(asyncio.shield(done), wait_s)
+        except asyncio.TimeoutError:
+            answer(accepted)  # it goes on
+            return
+        finally:
+            if held is not None:
+                held.set()
+        answer(_record_answer(completion, result_only, headers))
 
     async def _caller(self, authorization: str | None) -> Identity:
         auth = self.gateway.auth
@@ -112,31 +159,14 @@ class InvokeEndpoint:
         catalog = self.gateway.catalog
         return catalog.resolved(path, caller) or await self._on_thread(catalog.resolve, path, caller)
 
-    async def _start(self, identity: Identity, resolved: ResolvedAction, params: dict, blocking: bool,
-                     transaction_id: str) -> tuple[str, asyncio.Future[Completion | None] | None]:
-        """The activation's id and, when ``blocking``, the future the caller answers from (see
-        :class:`~owx.gateway.pipeline.invoke.Running`)."""
-        invoker = self.gateway.invoker
-        if invoker.gated(resolved):  # an extension reserves what it needs first, which may block
-            invocation = await self._on_thread(invoker.start, identity, resolved, params, transaction_id)
-            return invocation.activation_id, _answer_of(invocation.done) if blocking else None
-        running = invoker.submit(identity, resolved, params, blocking, transaction_id)
-        return running.activation_id, running.answer
-
-    async def _wait(self, answer: asyncio.Future[Completion | None], wait_s: float) -> Completion | None:
-        """The completion, or None past ``wait_s`` (the activation goes on). Without
-        ``defer_waits`` a server thread waits instead (a benchmark's control: what a plain WSGI
-        server does)."""
-        loop = self.gateway.loop.loop
-        if not self.settings.defer_waits:
-            await self._on_thread(_held_wait, loop, answer, wait_s)
-        if answer.done():
-            return answer.result()
-        timer = loop.call_later(wait_s, _stop_waiting, answer)
-        try:
-            return await answer
-        finally:
-            timer.cancel()
+    def _held_thread(self) -> threading.Event | None:
+        """Without ``defer_waits``, a server thread held until the event is set (a benchmark's
+        control: what a plain WSGI server does while a request waits); None with it."""
+        if self.settings.defer_waits:
+            return None
+        held = threading.Event()
+        self.threads.submit(held.wait)
+        return held
 
     async def _on_thread(self, function, *args):  # type: ignore[no-untyped-def]
         return await run_on_thread(self.threads, function, *args)
@@ -178,31 +208,13 @@ def _query(raw: bytes) -> dict[str, str]:
     return dict(reversed(pairs))
 
 
-def _answer_of(done: Future[Completion]) -> asyncio.Future[Completion | None]:
-    """A future of the loop that ``done`` (a thread's) completes, which the caller may resolve first."""
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[Completion | None] = loop.create_future()
-
-    def settle(ended: Future[Completion]) -> None:
-        if answer.done():
-            return
-        if ended.cancelled():
-            answer.cancel()
-        elif ended.exception() is not None:
-            answer.set_exception(ended.exception())  # type: ignore[arg-type]
-        else:
-            answer.set_result(ended.result())
-
-    done.add_done_callback(lambda ended: loop.call_soon_threadsafe(settle, ended))
-    return answer
+def _headers(transaction_id: str, activation_id: str) -> list[tuple[str, str]]:
+    return [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
 
 
-def _stop_waiting(answer: asyncio.Future[Completion | None]) -> None:
-    if not answer.done():
-        answer.set_result(None)
-
-
-def _held_wait(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Completion | None], timeout_s: float) -> None:
-    """Hold this thread until ``done`` (on ``loop``) ends or ``timeout_s`` passes."""
-    finished = asyncio.run_coroutine_threadsafe(asyncio.wait([done], timeout=timeout_s), loop)
-    finished.result()
+def _record_answer(completion: Completion, result_only: bool, headers: list[tuple[str, str]]) -> Response:
+    """A blocking invoke's answer: the record, or with ``result=true`` (or an array result, as
+    OpenWhisk answers it either way) the result alone."""
+    result = completion.record["response"]["result"]
+    answer = result if result_only or isinstance(result, list) else completion.record
+    return json_response(answer, completion.status, headers)

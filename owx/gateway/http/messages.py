@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,14 @@ class Request:
     scheme: str  # "http" or "https"
     http_version: str  # "1.1"
     _headers: dict[str, str] | None = None
+    _answer: Callable[[Response], None] | None = None  # set by the connection that serves it
+
+    def answer(self, response: Response) -> None:
+        """Send ``response`` now, before the handler returns (the connection goes on to the next
+        request; the handler may go on too, and what it returns is then not sent). Only the first
+        answer of a request is sent."""
+        if self._answer is not None:
+            self._answer(response)
 
     @property
     def headers(self) -> dict[str, str]:

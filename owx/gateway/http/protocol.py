@@ -11,8 +11,9 @@ What a connection guarantees, whatever the client sends:
 - a request is handed over only once it is whole; its head is at most ``max_head_bytes`` (431
   otherwise) and its body at most ``max_body_bytes`` (413, before the body is read when
   ``Content-Length`` says so); malformed bytes get a 400; each of these closes the connection;
-- answers leave in the order requests came (pipelining), one request is handled at a time, and
-  reading pauses while requests queue up behind it;
+- answers leave in the order requests came (pipelining), one request is handled at a time (a
+  handler that answers early, :meth:`Request.answer`, lets the next one start while it goes on),
+  and reading pauses while requests queue up behind it;
 - a connection that has no complete request in ``idle_timeout_s`` is closed, however slowly its
   bytes trickle in, and so is one whose client stops reading its answers: slow clients hold
   nothing for long;
@@ -43,7 +44,7 @@ from owx.gateway.http.messages import Request, Response, error_response
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Request], Awaitable[Response | None]]  # None: it answered through Request.answer
 MAX_QUEUED = 8  # pipelined requests read ahead of the one being handled
 HEAD_TOO_BIG = "The request's head is larger than allowed: more than {allowed} bytes."
 MALFORMED_HTTP = "The request is not valid HTTP/1.1: {detail}"
@@ -239,14 +240,33 @@ class HttpConnection(asyncio.Protocol):
         poll = self._poll
         if poll is not None:
             poll.serving += 1
+        answered = False
+
+        def answer(response: Response) -> None:
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            if poll is not None:
+                poll.serving -= 1
+            self._answer(request, response, keep_alive)
+
+        request._answer = answer
         try:
             response = await self._handler(request)
         except Exception:  # noqa: BLE001 - a handler's bug answers 500; the connection and the server live on
             log.exception("handling %s %s failed", request.method, request.raw_path[:200])
             response = error_response(500, INTERNAL)
         finally:
-            if poll is not None:
-                poll.serving -= 1
+            request._answer = None  # no cycle (request, answer) left for the collector
+        if response is None and not answered:  # a handler's bug: it neither answered nor returned an answer
+            log.error("handling %s %s gave no answer", request.method, request.raw_path[:200])
+            response = error_response(500, INTERNAL)
+        if response is not None:
+            answer(response)
+
+    def _answer(self, request: Request, response: Response, keep_alive: bool) -> None:
+        """Send the answer to the request in hand, then take the next one."""
         if not keep_alive:
             self._closing = True
         try:
@@ -255,8 +275,8 @@ class HttpConnection(asyncio.Protocol):
             log.exception("the answer to %s %s cannot be sent", request.method, request.raw_path[:200])
             self._write(error_response(500, INTERNAL))
         self._busy = False
-        if poll is not None and not self._closing:
-            poll.answer_due()  # a keep-alive client's next request usually follows at once
+        if self._poll is not None and not self._closing:
+            self._poll.answer_due()  # a keep-alive client's next request usually follows at once
         self._next()
 
     def _write(self, response: Response, head_only: bool = False, http_1_0: bool = False) -> None:

@@ -89,7 +89,7 @@ class Throttle:
         store read, are not free of the limit."""
         now_s = int(time.time())
         with self._lock:
-            self._rates.setdefault(namespace, _RateWindow()).add(now_s)
+            self._window(namespace).add(now_s)
 
     def enqueue(self, namespace: str, count: int, admitted: Callable[[], None], reserve: Reserve | None = None) -> None:
         """Queue ``count`` invocations that start together when the namespace has room for all
@@ -149,8 +149,14 @@ class Throttle:
         for entry in ready:
             entry.admitted()
 
+    def _window(self, namespace: str) -> _RateWindow:
+        window = self._rates.get(namespace)
+        if window is None:
+            window = self._rates[namespace] = _RateWindow()
+        return window
+
     def _count_rate(self, namespace: str, count: int, now_s: int) -> _RateWindow:
-        window = self._rates.setdefault(namespace, _RateWindow())
+        window = self._window(namespace)
         recent = window.count(now_s)
         if recent + count > self.per_minute:
             raise ApiError(429, TOO_MANY_REQUESTS.format(count=recent + count, allowed=self.per_minute))

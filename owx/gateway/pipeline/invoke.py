@@ -1,6 +1,7 @@
 """Invoke an action: admit, journal, run on the platform (or as a sequence or a composition), record durably.
 
-One straight line per activation, a task on the gateway's event loop (:meth:`Invoker.submit`):
+One straight line per activation, on the gateway's event loop (:meth:`Invoker.admit`, then
+:meth:`Invoker.run` in the task of whoever started it: an invoke's in its request's own task):
 
 1. admission: the namespace's throttles (429 over them), and the activation journalled as
    accepted (durable before anyone is answered for it: the next start records it as failed if
@@ -10,11 +11,12 @@ One straight line per activation, a task on the gateway's event loop (:meth:`Inv
 2. a run slot (:mod:`.slots`), then the run: on an idle warm container straight from the loop,
    else on one of the worker threads (a cold start or a wait for memory, an extension's runner, a
    sequence);
-3. :mod:`.records` builds its record and the store makes it durable; then the activation's task
-   ends with its :class:`Completion`, and the caller may answer.
+3. :mod:`.records` builds its record and the store makes it durable; the caller is told at once,
+   then the pipeline's own bookkeeping and observers follow.
 
-A warm invocation therefore never leaves the loop's thread. Threads (web actions' views, trigger
-fires, Canary's jobs) use :meth:`Invoker.start`, the same line behind concurrent futures.
+A warm invocation therefore never leaves the loop's thread, nor its request's task. Threads (web
+actions' views, trigger fires, Canary's jobs) use :meth:`Invoker.start`, the same line in a task of
+its own, behind concurrent futures.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class Activation:
     cause: str | None = None
     accepted_ms: int = field(default_factory=records.now_ms)
     transaction: str | None = None  # the request's transaction id (``X-Request-ID``); else its own id
-    answer: asyncio.Future[Completion | None] | None = None  # a waiting caller's (see `Running`)
+    blocking: bool = False  # its caller waits for the record (journalled once its run started)
 
     @property
     def transaction_id(self) -> str:
@@ -124,14 +126,11 @@ class Activation:
 
 
 class Running(NamedTuple):
-    """An admitted activation on the event loop: its id, the task that ends with its completion, and
-    for a blocking caller the future it answers from: the completion as soon as the record is
-    durable (before the pipeline's own bookkeeping and observers), or its error. The caller may
-    resolve it itself first (with None: it stopped waiting; the activation goes on)."""
+    """An admitted activation running in a task of its own: its id, and the task that ends with its
+    completion."""
 
     activation_id: str
     done: asyncio.Task[Completion]
-    answer: asyncio.Future[Completion | None] | None = None
 
 
 @dataclass
@@ -228,28 +227,28 @@ class Invoker:
         return plan
 
     # -- admission (the event loop) ------------------------------------------------------------
-    def submit(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any],
-               blocking: bool = False, transaction: str | None = None) -> Running:
-        """Admit, journal and start one activation, on the event loop. Raises ``ApiError`` (400, 429)
-        or ``StoreUnavailable`` (503) instead. ``blocking``: the caller waits for the record (see
-        the module's docstring: then it is journalled once started). Actions behind a gate (see
-        :meth:`route`) go through :meth:`start` on a thread instead."""
+    def admit(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any],
+              blocking: bool = False, transaction: str | None = None) -> Activation:
+        """Admit and journal one activation, on the event loop; :meth:`run` runs it. Raises
+        ``ApiError`` (400, 429) or ``StoreUnavailable`` (503) instead. ``blocking``: the caller waits
+        for the record (see the module's docstring: then it is journalled once started). Actions
+        behind a gate (see :meth:`route`) go through :meth:`start` on a thread instead."""
         plan = self.plan(resolved)
         activation = Activation(new_id(), identity, resolved, plan, self._arguments(resolved, plan, params),
-                                transaction=transaction)
+                                transaction=transaction, blocking=blocking)
         self.throttle.admit(identity.namespace)
         try:
             self._accept(activation, journal=not blocking)
         except BaseException:
             self._release(identity.namespace)
             raise
-        loop = self.loop.loop
-        if blocking:
-            activation.answer = loop.create_future()
-        running = Running(activation.id, self._launch(activation), activation.answer)
-        if blocking:  # after the launch: this runs once the activation's first step sent its run
-            loop.call_soon(self._journal_started, activation)
-        return running
+        return activation
+
+    def submit(self, identity: Identity, resolved: ResolvedAction, params: dict[str, Any],
+               transaction: str | None = None) -> Running:
+        """:meth:`admit` one activation and run it in a task of its own."""
+        activation = self.admit(identity, resolved, params, transaction=transaction)
+        return Running(activation.id, self._launch(activation))
 
     def gated(self, resolved: ResolvedAction) -> bool:
         """Whether invocations of ``resolved`` wait for an extension's reservation (see :meth:`route`)."""
@@ -283,7 +282,7 @@ class Invoker:
                       "recorded): %s", activation.id, exc)
 
     def _launch(self, activation: Activation) -> asyncio.Task[Completion]:
-        task = self.loop.loop.create_task(self._admitted(activation))
+        task = self.loop.loop.create_task(self.run(activation))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -300,21 +299,18 @@ class Invoker:
             self._threads.submit(self.throttle.pump)
 
     # -- execution (the event loop) -------------------------------------------------------------
-    async def _admitted(self, activation: Activation) -> Completion:
-        answer = activation.answer
+    async def run(self, activation: Activation,
+                  durable: Callable[[Completion], None] | None = None) -> Completion:
+        """Run an admitted activation (:meth:`admit`) in the calling task, on the event loop, until its
+        record is stored; ``durable(completion)`` is called as soon as it is (a waiting caller answers
+        there), before the pipeline's own bookkeeping and its observers."""
+        if activation.blocking:  # once the run is on its way: the loop turn after its first step
+            self.loop.loop.call_soon(self._journal_started, activation)
         try:
             completion = await self._completed(activation)
-            if answer is not None and not answer.done():
-                answer.set_result(completion)
-                await asyncio.sleep(0)  # the caller's answer leaves first: nobody waits for what follows
+            if durable is not None:
+                durable(completion)
             return self._observed(completion)
-        except BaseException as exc:
-            if answer is not None and not answer.done():
-                if isinstance(exc, Exception):
-                    answer.set_exception(exc)
-                else:
-                    answer.cancel()
-            raise
         finally:
             self._open.pop(activation.id, None)  # its record is stored: closing writes nothing for it
             self._release(activation.identity.namespace)

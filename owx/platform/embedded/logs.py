@@ -57,20 +57,23 @@ class LogCollector:
     def __init__(self, limit_bytes: int = 10 * 1024 * 1024) -> None:
         self.limit_bytes = limit_bytes  # set to the action's log limit when the container is initialised
         self._streams = {name: _Stream() for name in STREAMS}
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # alone where nobody waits (cheaper to enter than the condition)
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0  # threads waiting in `collect`: only they need a notification
         self._ended = False
         self._on_complete: list[Callable[[], None]] = []
 
     # -- producer side (the platform's event loop) -------------------------------------
     def feed(self, stream: str, chunk: bytes) -> None:
         """Add raw output of ``stream``; ``b""`` marks the end of that stream."""
-        with self._cond:
+        with self._lock:
             state = self._streams[stream]
             if chunk == _SENTINEL_LINE and not state.partial and not state.discarding:
                 self._close(state)  # most chunks: an activation's end, alone
             elif not self._add_chunk(state, _Prefix(stream), chunk):
                 return
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
             waiting = self._complete_callbacks()
         for callback in waiting:
             callback()
@@ -97,7 +100,7 @@ class LogCollector:
 
     def end(self) -> None:
         """The container is gone: nothing more will arrive."""
-        with self._cond:
+        with self._lock:
             for name, state in self._streams.items():
                 self._flush(state, _Prefix(name))
             self._ended = True
@@ -162,7 +165,7 @@ class LogCollector:
     def when_complete(self, callback: Callable[[], None]) -> bool:
         """True if an activation's lines are complete (both sentinels seen, or the container ended);
         else False, and ``callback()`` is called once they are (on the feeding thread)."""
-        with self._cond:
+        with self._lock:
             if self._complete():
                 return True
             self._on_complete.append(callback)
@@ -170,7 +173,7 @@ class LogCollector:
 
     def complete(self) -> bool:
         """Whether an activation's lines are all here (both sentinels seen, or the container ended)."""
-        with self._cond:
+        with self._lock:
             return self._complete()
 
     def _complete(self) -> bool:
@@ -184,12 +187,16 @@ class LogCollector:
         """
         limit = self.limit_bytes if limit_bytes is None else limit_bytes
         deadline = time.monotonic() + wait_s
-        with self._cond:
+        with self._lock:
             while not self._complete():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                self._cond.wait(remaining)
+                self._waiting += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiting -= 1
             complete = all(s.closed for s in self._streams.values())
             segments = [self._take(s) for s in self._streams.values()]
         if complete and not any(segment.lines or segment.truncated for segment in segments):
@@ -198,7 +205,7 @@ class LogCollector:
 
     def discard_pending(self) -> None:
         """Forget buffered output (a stem cell's start-up chatter before its first action)."""
-        with self._cond:
+        with self._lock:
             for name in STREAMS:
                 self._streams[name] = _Stream()
             self._on_complete.clear()
