@@ -35,6 +35,7 @@ GATEWAY_DIED = ("whisk internal error: the gateway died (it restarted) before th
 MB = 1024 * 1024
 RECORD_SLACK = 4096  # room for the truncation line that replaces cut logs (and a record's other fields)
 MAX_ESCAPED = 6  # bytes one character of a string takes in JSON at most (``\u001f``)
+BUILT_ANNOTATIONS = 9  # at most how many `build` makes itself (path, waitTime, kind, timeout, limits, ...)
 
 
 def now_ms() -> int:
@@ -155,7 +156,8 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
         annotations.append({"key": "causedBy", "value": "sequence"})
     if action.binding:
         annotations.append({"key": "binding", "value": action.binding})
-    annotations.extend(a for a in outcome.annotations if jsonvalues.problem(a) is None)
+    if outcome.annotations:
+        annotations.extend(a for a in outcome.annotations if jsonvalues.problem(a) is None)
     answer = response(outcome.status, outcome.result, max_result_bytes, outcome.checked)
     log_limit = action.limits["logs"] * MB
     logs = (stored_logs(outcome.logs, log_limit) if action.kind == "sequence"  # its components' ids
@@ -182,10 +184,14 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
 def _fitted(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` with its logs cut further if it would still be over the stores' document limit
     (a result limit and log limit configured together above it)."""
-    logs_at_most = sum(MAX_ESCAPED * len(line) + 3 for line in record["logs"])
+    logs = record["logs"]
+    logs_at_most = sum(MAX_ESCAPED * len(line) + 3 for line in logs) if logs else 0
+    if record["response"]["size"] + logs_at_most + RECORD_SLACK < MAX_DOC_BYTES - MAX_DOC_BYTES // 4 \
+            and len(record["annotations"]) <= BUILT_ANNOTATIONS:
+        return record  # far below the limit (the annotations of build's own, small): not worth measuring
     others = jsonvalues.encoded_size(record["annotations"]) + RECORD_SLACK
     if record["response"]["size"] + logs_at_most + others < MAX_DOC_BYTES:
-        return record  # far below the limit: not worth encoding the record to measure it
+        return record  # below the limit: not worth encoding the record to measure it
     overflow = jsonvalues.encoded_size(record) - MAX_DOC_BYTES
     if overflow > 0:
         kept = sum(loglines.cost(line) for line in record["logs"]) - overflow - RECORD_SLACK

@@ -51,9 +51,16 @@ def filter_name(doc: dict[str, Any]) -> str:
     ``binding/action`` for an action invoked through a binding (annotation ``binding`` =
     ``ns/binding``), ``pkg/action`` for a packaged one (``path`` = ``ns/pkg/action``), else
     ``doc["name"]``."""
-    found = {a.get("key"): a.get("value") for a in doc.get("annotations") or () if isinstance(a, dict)}
-    for key, length in (("binding", 2), ("path", 3)):
-        parts = found[key].split("/") if isinstance(found.get(key), str) else []
+    binding = path = None
+    for annotation in doc.get("annotations") or ():
+        if isinstance(annotation, dict):
+            key = annotation.get("key")
+            if key == "binding":
+                binding = annotation.get("value")
+            elif key == "path":
+                path = annotation.get("value")
+    for value, length in ((binding, 2), (path, 3)):
+        parts = value.split("/") if isinstance(value, str) else []
         if len(parts) == length and all(parts):
             return f"{parts[1]}/{doc['name']}"
     return doc["name"]
