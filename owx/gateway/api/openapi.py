@@ -97,6 +97,9 @@ def _operation(endpoint: str, method: str, rule: str, schemas: dict[str, Any]) -
         parameters.append({"name": "timeout", "in": "query", "required": False,
                            "schema": {"type": "integer", "minimum": 1, "maximum": wait_ms}})
         operation["responses"]["202"] = {"description": "accepted: the activation id"}
+        operation["responses"]["502"] = {"description": "blocking: the action failed (an application or developer "
+                                         "error): its record, or with result=true its result",
+                                         "content": {"application/json": {"schema": {"type": ["object", "array"]}}}}
     if endpoint in UNAUTHENTICATED:
         operation["security"] = []
     if (endpoint, method) in BODIES:
