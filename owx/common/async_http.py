@@ -32,9 +32,11 @@ class AnswerReader(asyncio.Protocol):
         self._body: list[bytes] = []
         self._size = 0
         self._max_body: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._loop = asyncio.get_running_loop()  # asked once: each asking costs a getpid() system call
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -52,8 +54,8 @@ class AnswerReader(asyncio.Protocol):
 
     def exchange(self, data: bytes, timeout: float, max_body: int | None) -> asyncio.Future[HttpAnswer]:
         """Send ``data``; the future gets the answer, or AnswerTimeout after ``timeout`` seconds."""
-        assert self.transport is not None and self._waiter is None
-        loop = asyncio.get_running_loop()
+        assert self.transport is not None and self._loop is not None and self._waiter is None
+        loop = self._loop
         self._waiter = loop.create_future()
         self._timer = loop.call_later(timeout, self._time_out)
         self._body, self._size, self._max_body = [], 0, max_body
@@ -161,7 +163,10 @@ class AsyncKeepAlivePool:
             poll.awaited += 1
             poll.answer_due()
         try:
-            return await answer
+            answered = await answer
+            if poll is not None:
+                poll.arrived()
+            return answered
         except asyncio.CancelledError:
             reader.abort()  # its answer may still come: the connection cannot be reused
             raise

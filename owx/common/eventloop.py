@@ -23,43 +23,74 @@ import uvloop
 
 T = TypeVar("T")
 STOP_WAIT_S = 5.0
+MAX_BUDGET_FACTOR = 10  # a busy poll's budget grows to at most this many times its least (see BusyPoll)
 PR_SET_NAME = 15
 
 
 class BusyPoll:
-    """Keeps an event loop polling its descriptors, instead of sleeping in the kernel, for up to
-    ``budget_s`` after it sent something whose answer is due within microseconds: a warm runtime's
-    answer to ``/run``, a keep-alive client's next request.
+    """Keeps an event loop polling its descriptors, instead of sleeping in the kernel, for a short
+    while after it sent something whose answer is due within microseconds: a warm runtime's answer
+    to ``/run``, a keep-alive client's next request.
 
     Waking a thread that sleeps costs more than such an answer takes on a VM whose idle vCPUs halt
     at once (tens of microseconds: ``owx bench invoke``'s ``no-busy-poll`` control shows it at one
-    connection). Polling costs CPU instead, so it is bounded: never longer than ``budget_s`` after
-    the last hint; only while the loop and the requests it serves (or the runtimes whose answers it
+    connection). Polling costs CPU instead, so it is bounded: never longer than the budget after the
+    last hint; only while the loop and the requests it serves (or the runtimes whose answers it
     awaits) fit on the machine's cores, that is at low load (beyond that the loop has work enough,
     and a polling loop would take the core a runtime or a client needs); and never while the loop
     awaits work it gave a thread (:func:`run_on_thread`): a polling loop holds the interpreter
     lock that thread needs. Its users count what they serve and await in ``serving``,
-    ``awaited`` and ``on_threads``. Use it from its loop's thread only.
+    ``awaited`` and ``on_threads``, and say when what a hint announced came (:meth:`arrived`).
+
+    The budget follows the machine: how long answers take after their hint differs two- to
+    threefold between machines, so every ``TUNE_EVERY`` arrivals it becomes ``TUNE_MARGIN`` times
+    the 90th percentile of their waits, at least ``budget_s`` and at most ``MAX_BUDGET_FACTOR`` times that
+    (waits beyond that are a client's pauses, not answers due, and are not counted). Use it from its
+    loop's thread only.
     """
+
+    TUNE_EVERY = 64
+    TUNE_MARGIN = 1.25
 
     def __init__(self, loop: asyncio.AbstractEventLoop, budget_s: float) -> None:
         self.loop = loop
-        self.budget_s = budget_s
+        self.min_budget_s = budget_s
+        self.max_budget_s = MAX_BUDGET_FACTOR * budget_s
+        self.budget_s = budget_s  # the poll's length now (tuned, see the class docstring)
         self.cores = len(os.sched_getaffinity(0))  # the cores this process may use
         self.serving = 0  # requests being answered
         self.awaited = 0  # exchanges whose answers are awaited
         self.on_threads = 0  # calls the loop awaits from threads
         self._until = 0.0
+        self._hinted = 0.0  # when the last hint came (0: what it announced has come)
+        self._waits: list[float] = []
         self.polling = False
 
     def answer_due(self) -> None:
         """An answer is due soon (a kept connection's next request, an awaited exchange's answer)."""
         if not self._affordable():
             return
-        self._until = time.perf_counter() + self.budget_s
+        self._hinted = now = time.perf_counter()
+        self._until = now + self.budget_s
         if not self.polling:
             self.polling = True
             self.loop.call_soon(self._poll)
+
+    def arrived(self) -> None:
+        """Something the last hint announced has come: its wait tunes the budget."""
+        if not self._hinted:
+            return
+        wait = time.perf_counter() - self._hinted
+        self._hinted = 0.0
+        if wait > self.max_budget_s:
+            return
+        waits = self._waits
+        waits.append(wait)
+        if len(waits) >= self.TUNE_EVERY:
+            waits.sort()
+            typical = waits[len(waits) * 9 // 10] * self.TUNE_MARGIN
+            self.budget_s = min(self.max_budget_s, max(self.min_budget_s, typical))
+            waits.clear()
 
     def _affordable(self) -> bool:
         return self.on_threads == 0 and max(self.serving, self.awaited) + 1 <= self.cores

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from owx.common.eventloop import BusyPoll
+
 if TYPE_CHECKING:
     from owx.gateway.service import Gateway
 
@@ -168,3 +170,6 @@ class _StateCollector:
         alarms = GaugeMetricFamily("owx_alarms_scheduled", "Alarm feeds that will fire again",
                                    value=self.gateway.reactive.alarms.scheduled())
         yield from (containers, queue, in_flight, memory, alarms)
+        if (poll := BusyPoll.of(self.gateway.loop.loop)) is not None:
+            yield GaugeMetricFamily("owx_busy_poll_budget_seconds", "How long the event loop polls for an answer "
+                                    "due at once (tuned to the answers' waits on this machine)", value=poll.budget_s)

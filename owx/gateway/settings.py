@@ -57,8 +57,9 @@ class GatewaySettings(BaseModel):
                             "(no thread); off, every activation runs on a worker thread (a benchmark control)")
     defer_waits: bool = Field(True, description="blocking waits hold no thread; off, a waiting request holds "
                               "one of http_threads as on a plain WSGI server (a benchmark control)")
-    busy_poll_us: int = Field(100, ge=0, le=10_000, description="the event loop polls this long instead of "
-                              "sleeping when an answer is due at once (a runtime's, a client's next request); "
+    busy_poll_us: int = Field(100, ge=0, le=10_000, description="the event loop polls at least this long "
+                              "instead of sleeping when an answer is due at once (a runtime's, a client's next "
+                              "request), longer (up to 10 times) when such answers take longer on this machine; "
                               "0: it always sleeps (see owx.common.eventloop.BusyPoll)")
     short_gc_pauses: bool = Field(True, description="owx up freezes what start-up made and collects the young "
                                   "generation less often (owx.common.gc_pauses); off, Python's collector "

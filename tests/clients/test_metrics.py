@@ -62,6 +62,8 @@ def test_gateway_metrics(http, gateway):
     assert "owx_alarms_scheduled" in after and "owx_invocations_in_flight" in after
     assert "owx_canary_recoveries" in after  # extensions report through collect()
     assert "owx_escra_resizes" in after
+    budget = _value(after["owx_busy_poll_budget_seconds"], "owx_busy_poll_budget_seconds")
+    assert 100e-6 <= budget <= 1000e-6  # the busy poll's least (the default 100 us) and most
     text = requests.get(f"{gateway.url}/metrics", timeout=10).text
     uuid_part, key = gateway.auth.split(":")
     assert gateway.namespace not in text and uuid_part not in text and key not in text  # no tenant in labels

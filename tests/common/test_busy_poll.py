@@ -75,6 +75,49 @@ def test_no_poll_while_the_loop_awaits_a_thread(loop: EventLoopThread) -> None:
     assert poll.on_threads == 0
 
 
+def _waits(poll: BusyPoll, loop: EventLoopThread, wait_s: float, hinted: bool = True) -> float:
+    """``TUNE_EVERY`` answers that each come ``wait_s`` after their hint (none without ``hinted``);
+    the budget after them."""
+    def answers() -> float:
+        for _ in range(poll.TUNE_EVERY):
+            if hinted:
+                poll.answer_due()
+            time.sleep(wait_s)
+            poll.arrived()
+        return poll.budget_s
+
+    async def on_loop() -> float:
+        return answers()
+
+    return loop.submit(on_loop()).result(30)
+
+
+def test_the_budget_follows_how_long_answers_take_on_this_machine() -> None:
+    """Answers that take 40 ms after their hint make a 10 ms poll last about 50 ms (1.25 times their
+    90th percentile), and the loop then polls that long; quick answers bring it back to 10 ms."""
+    thread = EventLoopThread("test-busy-poll-tuned", busy_poll_s=0.01)
+    try:
+        poll = _poll(thread)
+        assert poll.max_budget_s == pytest.approx(0.1)
+        assert 0.05 <= _waits(poll, thread, 0.04) <= 0.1
+        assert _loop_cpu_after(thread, poll.answer_due, 0.2) > 0.035  # it polls past the least budget
+        assert _waits(poll, thread, 0.0) == pytest.approx(0.01)
+    finally:
+        thread.close()
+
+
+def test_the_budget_ignores_pauses_and_unannounced_data() -> None:
+    """A client that pauses longer than the greatest budget is not an answer due, and data that came
+    without a hint says nothing about one: neither lengthens the poll."""
+    thread = EventLoopThread("test-busy-poll-pauses", busy_poll_s=0.0005)
+    try:
+        poll = _poll(thread)
+        assert _waits(poll, thread, 0.01) == pytest.approx(0.0005)  # 10 ms: beyond its 5 ms at most
+        assert _waits(poll, thread, 0.002, hinted=False) == pytest.approx(0.0005)
+    finally:
+        thread.close()
+
+
 def test_a_loop_without_a_budget_has_no_busy_poll() -> None:
     thread = EventLoopThread("test-no-busy-poll")
     try:

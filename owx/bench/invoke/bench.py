@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = Report("invoke", {"seconds": args.seconds, "flood": args.flood, "action": "returns {'n': n}",
                                "wrk threads": 2, "blocked": args.blocked, "blocked action sleeps": "2 s",
-                               "gateway busy poll (us)": _busy_poll_us(args.control)},
+                               "gateway busy poll at least (us)": _busy_poll_us(args.control)},
                     control=args.control)
     body = '{"n": 1}'
 
@@ -139,11 +140,14 @@ def main(argv: list[str] | None = None) -> int:
             cpu_before = _cpu_seconds(gateway.process.pid)
             series: dict[int, WrkResult] = {}
             cores: dict[int, tuple[float, ...]] = {}
+            poll_budget_us: int | None = None
             for connections in (1, 4, 64):
                 before = _core_ticks(gateway.process.pid)
                 series[connections] = wrk(blocking, connections=connections, seconds=args.seconds, method="POST",
                                           body=body, auth=gateway.auth)
                 cores[connections] = _cores_since(before, _core_ticks(gateway.process.pid))
+                if connections == 1:
+                    poll_budget_us = _busy_poll_budget_us(gateway)
             sent = sum(r.requests for r in series.values())
             cpu_per_1000 = (_cpu_seconds(gateway.process.pid) - cpu_before) / sent * 1000
             recorded = settled_count(gateway)
@@ -162,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         report.figure(f"owx blocking invokes, c{connections}", round(result.rate), "req/s")
         report.figure(f"owx blocking invokes, c{connections}, p50", result.p50_ms, "ms")
         report.figure(f"owx blocking invokes, c{connections}, p99", result.p99_ms, "ms")
+    if poll_budget_us is not None:
+        report.figure("gateway busy poll budget after the c1 series (tuned)", poll_budget_us, "us")
     report.figure("owx non-2xx answers (all series)", sum(r.non_2xx + r.errors for r in series.values()))
     answered = sent - sum(r.non_2xx for r in series.values())
     report.figure("owx blocking invocations answered 2xx / recorded", f"{answered} / {recorded - invoked}")
@@ -196,6 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     flooded.goals(report)
     fair.report(report)
     return report.finish()
+
+
+def _busy_poll_budget_us(gateway: GatewayProcess) -> int | None:
+    """The busy poll's budget the gateway tuned itself to (its ``/metrics``); None without a busy poll."""
+    text = requests.get(f"{gateway.url}/metrics", timeout=10).text
+    found = re.search(r"^owx_busy_poll_budget_seconds ([0-9.e+-]+)$", text, re.MULTILINE)
+    return round(float(found.group(1)) * 1e6) if found else None
 
 
 def _busy_poll_us(control: str | None) -> int:

@@ -107,9 +107,8 @@ class InvokeEndpoint:
             return
         activation = invoker.admit(identity, resolved, params, blocking, transaction_id)
         headers = _headers(transaction_id, activation.id)
-        accepted = json_response({"activationId": activation.id}, 202, headers)
         if not blocking:
-            answer(accepted)
+            answer(_accepted(activation.id, headers))
             await invoker.run(activation)
             return
         held = self._held_thread()
@@ -120,7 +119,8 @@ class InvokeEndpoint:
                 held.set()
             answer(response)
 
-        timer = self.gateway.loop.loop.call_later(wait_s, answered, accepted)  # past the wait: 202, it goes on
+        # past the wait: 202, it goes on
+        timer = self.gateway.loop.loop.call_later(wait_s, lambda: answered(_accepted(activation.id, headers)))
         try:
             await invoker.run(activation, lambda completion: answered(_record_answer(completion, result_only,
                                                                                      headers)))
@@ -135,7 +135,7 @@ class InvokeEndpoint:
         """An invoke of an action behind an extension's gate: started on a thread, waited for on the loop."""
         invocation = await self._on_thread(self.gateway.invoker.start, identity, resolved, params, transaction_id)
         headers = _headers(transaction_id, invocation.activation_id)
-        accepted = json_response({"activationId": invocation.activation_id}, 202, headers)
+        accepted = _accepted(invocation.activation_id, headers)
         if not blocking:
             answer(accepted)
             return
@@ -210,6 +210,11 @@ def _query(raw: bytes) -> dict[str, str]:
 
 def _headers(transaction_id: str, activation_id: str) -> list[tuple[str, str]]:
     return [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
+
+
+def _accepted(activation_id: str, headers: list[tuple[str, str]]) -> Response:
+    """OpenWhisk's 202: the activation goes on, its record comes later."""
+    return json_response({"activationId": activation_id}, 202, headers)
 
 
 def _record_answer(completion: Completion, result_only: bool, headers: list[tuple[str, str]]) -> Response:

@@ -116,6 +116,8 @@ class HttpConnection(asyncio.Protocol):
             self._idle.cancel()
 
     def data_received(self, data: bytes) -> None:
+        if self._poll is not None:
+            self._poll.arrived()
         if self._closing:
             return
         try:
