@@ -25,7 +25,8 @@ figure comes from wrk (another process, the client's clock):
   sends them, namespace limits out of the way, while another client times GETs.
 
 Goals: warm blocking invokes/s at 4 connections >= 0.35x Flask-on-granian's hello; gateway p50 at
-1 connection <= 2x a direct ``/run``'s; during the flood GETs keep p99 < 100 ms, threads stay
+1 connection <= 2x a direct ``/run``'s (measured with the anchors and again right after owx's c1
+series: the mean of the two); during the flood GETs keep p99 < 100 ms, threads stay
 bounded and every accepted activation is recorded; another tenant's p99 while 200 blocking invokes
 wait (:mod:`owx.bench.invoke.fairness`) < 100 ms. Controls (``--control``): ``threaded-runs``
 (every activation runs and waits on a worker thread, up to 4,096 of them, as before owx ran warm
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             series: dict[int, WrkResult] = {}
             cores: dict[int, tuple[float, ...]] = {}
             poll_budget_us: int | None = None
+            direct_after: WrkResult | None = None
             for connections in (1, 4, 64):
                 before = _core_ticks(gateway.process.pid)
                 series[connections] = wrk(blocking, connections=connections, seconds=args.seconds, method="POST",
@@ -148,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                 cores[connections] = _cores_since(before, _core_ticks(gateway.process.pid))
                 if connections == 1:
                     poll_budget_us = _busy_poll_budget_us(gateway)
+                    with _direct_runtime() as run_url:  # the anchor again, in the same minute
+                        direct_after = wrk(run_url, connections=1, seconds=args.seconds, method="POST",
+                                           body=_run_body())
             sent = sum(r.requests for r in series.values())
             cpu_per_1000 = (_cpu_seconds(gateway.process.pid) - cpu_before) / sent * 1000
             recorded = settled_count(gateway)
@@ -196,7 +201,13 @@ def main(argv: list[str] | None = None) -> int:
 
     report.goal("warm blocking invokes/s (c4) / Flask-on-granian hello (c4) >= 0.35",
                 round(series[4].rate / hello["granian", 4].rate, 3), 0.35, higher_is_better=True)
-    report.goal("gateway p50 / direct /run p50 (c1) <= 2", round(series[1].p50_ms / direct.p50_ms, 2), 2.0)
+    # the direct /run measured before the gateways' series and right after owx's c1 series: a machine
+    # whose speed drifts over the run's minutes moves both
+    assert direct_after is not None
+    report.figure("direct /run, c1, p50, right after owx's c1 series", direct_after.p50_ms, "ms")
+    direct_p50 = (direct.p50_ms + direct_after.p50_ms) / 2
+    report.goal("gateway p50 / direct /run p50 (c1, the mean of its two series) <= 2",
+                round(series[1].p50_ms / direct_p50, 2), 2.0)
     report.goal("non-2xx answers + 2xx answers not recorded == 0",
                 sum(r.non_2xx + r.errors for r in series.values()) + max(0, answered - (recorded - invoked)), 0)
     flooded.goals(report)
