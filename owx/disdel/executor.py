@@ -182,7 +182,7 @@ class JobRunner:
         return plan, ref
 
     def _deploy(self, plan: Plan) -> None:
-        if self.settings.prime:
+        if self.settings.prime and not self.settings.measure_step:  # else the measured epoch's containers loaded it
             self.gateway.prime(f"disdel-{self.job_id}-prime", self.settings.train_kind, self.limits.action_cap_mb,
                                self.limits.clamp_timeout(300_000))
         self._limits = {"train": (plan.train_memory_mb, plan.train_timeout_ms),

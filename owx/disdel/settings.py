@@ -33,7 +33,8 @@ class DisdelSettings(BaseModel):
                                "a fresh container, before planning, and estimate from those peaks (else from the "
                                "model's profile only)")
     prime: bool = Field(True, description="load the runtime in a container of its own before a job's actions, so "
-                        "that on a fresh machine TensorFlow's page cache is not charged to a training action")
+                        "that on a fresh machine TensorFlow's page cache is not charged to a training action (only "
+                        "without measure_step, whose containers have loaded it just before)")
     poll_s: float = Field(0.5, gt=0)
 
     def root(self) -> Path:

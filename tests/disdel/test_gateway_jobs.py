@@ -67,6 +67,8 @@ def test_cli_submit_runs_the_job_and_status_reads_it(gateway: GatewayProcess, ca
     on_train_action = {a.activation_id for a in state.activations if a.action == "train"}
     assert {a.activation_id for a in train} < on_train_action  # + the final aggregation, run warm there
     assert {a["activationId"] for a in listed} == on_train_action
+    # its measured epoch loaded the runtime in containers of their own just before: no priming on top
+    assert activations_of(gateway, f"disdel-{state.job_id}-prime") == []
     # the runtime was calibrated once, through the gateway, in containers of the action kind
     cached = json.loads((disdel_root / "calibration.json").read_text())
     measured = cached[f"python:tensorflow@{gateway.url}"]
@@ -107,6 +109,9 @@ def test_sdk_job_recovers_from_out_of_memory_and_remembers_it(gateway: GatewayPr
     assert retried > state.plan.train_memory_mb
     record = history.get(job.signature())
     assert record.memory_floor_mb == retried and record.failures[0].kind == "oom"
+    # not measured, the job loaded the runtime in a container of its own before its actions
+    primed = activations_of(gateway, f"disdel-{state.job_id}-prime")
+    assert len(primed) == 1 and primed[0]["start"] <= min(a.start for a in state.activations)
     # the next plan of the same job starts at the memory that worked
     again = JobRunner(job, client, settings, history, wrong, client.limits(8192))
     plan, _ = again._prepare()

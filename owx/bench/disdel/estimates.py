@@ -6,7 +6,8 @@ estimate is DiSDeL's: the row's model trained one epoch at its batch on two pref
 (half of it, eight to 64 batches, and half that), and the line through the two peaks
 extrapolated to the row's samples.
 Fresh pass: for each held-out row the page cache is dropped (as on a machine that just
-booted), the runtime is primed as DiSDeL's executor does before a job, and the row
+booted), the runtime is loaded once in a container of its own (the prime probe: a job's own
+measured epoch does this before its actions, or the probe when it is not measured), and the row
 trains under a limit equal to its estimate: it must not be OOM-killed.
 """
 
