@@ -61,9 +61,9 @@ class GatewaySettings(BaseModel):
                               "instead of sleeping when an answer is due at once (a runtime's, a client's next "
                               "request), longer (up to 10 times) when such answers take longer on this machine; "
                               "0: it always sleeps (see owx.common.eventloop.BusyPoll)")
-    short_gc_pauses: bool = Field(True, description="owx up freezes what start-up made and collects the young "
-                                  "generation less often (owx.common.gc_pauses); off, Python's collector "
-                                  "as it comes (a benchmark control)")
+    short_gc_pauses: bool = Field(True, description="owx up freezes what start-up made and sets the collector's "
+                                  "thresholds so that no collection scans many objects, and full ones stay rare "
+                                  "(owx.common.gc_pauses); off, Python's collector as it comes (a benchmark control)")
     public_url: str | None = Field(None, description="where clients and actions reach the gateway "
                                    "(default http://HOST:PORT); actions get it as __OW_API_HOST")
     store: Literal["sqlite", "couchdb"] = "sqlite"
