@@ -2,18 +2,24 @@
 a Flask "hello" POST on waitress, on granian (a Rust WSGI server) and on the server owx uses (owx's
 own HTTP/1.1 server with its bridge to Flask); a warm action runtime answering ``/run`` directly; a
 Flask "forward" on granian: each POST passes its body to that runtime's ``/run`` on a kept-alive
-connection and answers the result (the least a gateway on Flask does per invocation); and the same
+connection and answers the result (the least a gateway on Flask does per invocation); the same
 JSON hello without Flask on owx's server and on uvicorn (httptools, uvloop), which shows what owx's
-server saves per request over the usual asyncio server (why owx has one of its own)."""
+server saves per request over the usual asyncio server (why owx has one of its own); and owx's own
+forward: owx's server on an event loop that busy-polls as the gateway's does, passing each POST to a
+runtime on a Unix socket through the client the embedded platform calls its containers with (what
+a warm invoke costs in owx's parts before any of its pipeline's work)."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,13 +29,18 @@ import orjson
 import requests
 from flask import Flask, jsonify, request
 
+from owx.common.eventloop import EventLoopThread
 from owx.gateway.http.messages import Request, Response, json_response
+from owx.gateway.http.protocol import HttpConnection, Limits
+from owx.gateway.settings import GatewaySettings
+from owx.platform.embedded.proxy import ProxyClient
 
 SERVERS = ("waitress", "granian", "owx-server")
 NATIVE_SERVERS = ("owx-native", "uvicorn-native")  # the hello without Flask
 app = Flask("hello")
 forwarder = Flask("forward")
 RUN_URL_ENV = "OWX_BENCH_RUN_URL"
+ACTION = "def main(args):\n    return {'n': args.get('n', 0)}\n"  # the bench action, everywhere it runs
 _connections = threading.local()
 
 
@@ -91,6 +102,15 @@ def forward_server(run_url: str) -> Iterator[tuple[str, int]]:
 
 
 @contextmanager
+def owx_forward_server() -> Iterator[str]:
+    """owx's own forward (see the module's docstring) in a process of its own, with its runtime; yields its URL."""
+    port = free_port()
+    with _process([sys.executable, "-m", __name__, "owx-forward", str(port)],
+                  f"http://127.0.0.1:{port}/forward") as (url, _):
+        yield url
+
+
+@contextmanager
 def _process(command: list[str], url: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
     """``command`` started and answering a POST at ``url``; yields (url, pid); terminated after."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -116,6 +136,8 @@ def _serve(kind: str, port: int) -> None:
         from waitress import serve
 
         serve(app, host="127.0.0.1", port=port, threads=16, _quiet=True)
+    elif kind == "owx-forward":
+        _serve_owx_forward(port)
     elif kind == "uvicorn-native":
         import uvicorn
 
@@ -126,6 +148,37 @@ def _serve(kind: str, port: int) -> None:
         from owx.gateway.http.wsgi import WsgiBridge
 
         serve_forever(_native_hello if kind == "owx-native" else WsgiBridge(app.wsgi_app, 32), "127.0.0.1", port)
+
+
+def _serve_owx_forward(port: int) -> None:
+    """owx's forward on ``port`` until SIGTERM, its runtime (the bench action) a child on a Unix socket."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so that the runtime is stopped too
+    with tempfile.TemporaryDirectory(prefix="owx-forward-") as directory:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(os.path.join(directory, "runtime.sock"))
+        listener.listen(16)
+        runtime = subprocess.Popen([sys.executable, "-m", "owx.runtimes.python_action", "--fd", str(listener.fileno())],
+                                   pass_fds=[listener.fileno()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client = ProxyClient.unix(listener.getsockname())
+            if not client.init({"name": "bench", "main": "main", "code": ACTION}, 30).ok:
+                raise RuntimeError("the forward's runtime refused the bench action")
+
+            async def forward(request: Request) -> Response:
+                value = orjson.loads(request.body or b"{}")
+                answer = await client.run_async(orjson.dumps(run_payload(value)), 60)
+                return json_response(answer.body, answer.status)
+
+            async def listen() -> None:
+                await asyncio.get_running_loop().create_server(
+                    lambda: HttpConnection(forward, Limits(), "http", set()), "127.0.0.1", port)
+
+            loop = EventLoopThread("owx-loop", GatewaySettings().busy_poll_us / 1e6)
+            loop.submit(listen()).result()
+            threading.Event().wait()
+        finally:
+            runtime.kill()
+            runtime.wait()
 
 
 async def _native_hello(request: Request) -> Response:

@@ -10,6 +10,9 @@ figure comes from wrk (another process, the client's clock):
   the direct ``/run`` (a gateway on Flask serves one such request and makes one such call per
   invocation, so its c1 ratio cannot go much below this; printed beside the goal, not a goal);
   and the same floor without Flask (the hello on owx's server instead, as owx serves an invoke);
+  owx's own forward at 1 connection (owx's server, its busy poll and its runtime client on a Unix
+  socket, nothing else): its p50 over the direct ``/run``'s is the floor of owx's own parts, and the
+  gateway's c1 p50 minus the forward's is what owx's pipeline adds (figures, not goals);
   and the c4 ceiling: a Flask app on granian that only forwards each invocation to that runtime's
   ``/run``, over the hello (what the c4 goal's 0.35 leaves room for; a figure, not a goal), with
   its CPU per 1,000 forwards beside the CPU per 1,000 invocations at which the c4 goal's rate would
@@ -54,7 +57,8 @@ from pathlib import Path
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from owx.bench.invoke.anchors import NATIVE_SERVERS, SERVERS, forward_server, free_port, hello_server, run_payload
+from owx.bench.invoke.anchors import (ACTION, NATIVE_SERVERS, SERVERS, forward_server, free_port, hello_server,
+                                      owx_forward_server, run_payload)
 from owx.bench.invoke.coldstart import measure_cold_start
 from owx.bench.invoke.fairness import measure_fairness
 from owx.bench.invoke.flood import flood, settled_count
@@ -63,7 +67,6 @@ from owx.bench.results import Report
 from owx.bench.wrk import WrkResult, wrk
 from owx.gateway.settings import GatewaySettings
 
-ACTION = "def main(args):\n    return {'n': args.get('n', 0)}\n"
 LOOP_THREAD = "owx-loop"  # the gateway's event loop, named so in the kernel (owx.common.eventloop)
 CONTROLS = {"threaded-runs": {"OWX_GATEWAY__LOOP_RUNS": "false", "OWX_GATEWAY__WORKERS": "4096"},
             "held-waits": {"OWX_GATEWAY__DEFER_WAITS": "false"},
@@ -112,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if forwarded.non_2xx or forwarded.errors:
         raise RuntimeError(f"the forward anchor failed: {forwarded.non_2xx} non-2xx answers, {forwarded.errors} errors")
     report.figure("direct /run, c1, p50", direct.p50_ms, "ms")
+    with owx_forward_server() as owx_forward_url:
+        owx_forward = wrk(owx_forward_url, connections=1, seconds=args.seconds, method="POST", body=body)
+    report.figure("owx's forward (owx's server, busy poll, runtime on a Unix socket), c1, p50", owx_forward.p50_ms, "ms")
+    report.figure("c1 floor of owx's own parts: owx's forward p50 / direct /run p50",
+                  round(owx_forward.p50_ms / direct.p50_ms, 2), "x")
     report.figure("Flask forward to /run on granian, c4", round(forwarded.rate), "req/s")
     # what a gateway on Flask can serve at c4 with nothing but the one /run call per invocation
     report.figure("c4 ceiling: Flask forward on granian c4 / Flask hello on granian c4",
@@ -206,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     assert direct_after is not None
     report.figure("direct /run, c1, p50, right after owx's c1 series", direct_after.p50_ms, "ms")
     direct_p50 = (direct.p50_ms + direct_after.p50_ms) / 2
+    # what the pipeline adds to a warm invoke at c1, beyond owx's server and runtime client
+    report.figure("owx's pipeline at c1: (gateway p50 - owx's forward p50) / direct /run p50",
+                  round((series[1].p50_ms - owx_forward.p50_ms) / direct_p50, 2), "x")
     report.goal("gateway p50 / direct /run p50 (c1, the mean of its two series) <= 2",
                 round(series[1].p50_ms / direct_p50, 2), 2.0)
     report.goal("non-2xx answers + 2xx answers not recorded == 0",
