@@ -15,14 +15,17 @@ import signal
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
 CFS_PERIOD_US = 100_000
 UNLIMITED = -1
+T = TypeVar("T")
 STAT_MAX_BYTES = 64 * 1024  # the longest counter file read through a kept descriptor (cpu.stat, memory.events)
 
 
@@ -56,6 +59,12 @@ def is_v2() -> bool:
     return (ROOT / "cgroup.controllers").exists()
 
 
+@lru_cache(maxsize=1)
+def _swap_accounted() -> bool:
+    """cgroup v1: whether the kernel accounts swap (groups then have ``memory.memsw.*``)."""
+    return (ROOT / "memory" / "memory.memsw.limit_in_bytes").exists()
+
+
 def available() -> bool:
     """True when this process can create cgroups (root, writable hierarchy)."""
     probe = ROOT / ("memory" if not is_v2() else "")
@@ -86,7 +95,7 @@ def _keyed(text: str) -> dict[str, int]:
     return {key: int(value) for key, value, *_ in pairs}
 
 
-def _close_all(fds: dict[tuple[str, str], int]) -> None:
+def _close_all(fds: dict[tuple[str, str, int], int]) -> None:
     for fd in fds.values():
         os.close(fd)
     fds.clear()
@@ -97,13 +106,14 @@ class Cgroup:
 
     Counter files read again and again (memory, OOM kills, CPU) are opened once and re-read with
     ``pread``: one syscall instead of a path walk, open and close (measured: 2 µs against 50-110 µs
-    per read, paid on every activation and every Escra tick). The descriptors close with
-    :meth:`destroy`, :meth:`close_files` or when the object is collected.
+    per read, paid on every activation and every Escra tick); the limits written again and again
+    (memory, memory+swap, CPU quota and period) are written likewise with ``pwrite``. The
+    descriptors close with :meth:`destroy`, :meth:`close_files` or when the object is collected.
     """
 
     def __init__(self, relpath: str) -> None:
         self.relpath = relpath.strip("/")
-        self._fds: dict[tuple[str, str], int] = {}
+        self._fds: dict[tuple[str, str, int], int] = {}  # (controller, file, open flags) -> descriptor
         self._fds_lock = threading.Lock()
         weakref.finalize(self, _close_all, self._fds)
 
@@ -116,31 +126,43 @@ class Cgroup:
         return ROOT / self.relpath if is_v2() else ROOT / controller / self.relpath
 
     def _stat(self, controller: str, name: str) -> str:
-        """The contents of counter file ``name`` in ``controller``, through a kept descriptor (a
-        descriptor of a group removed since is dropped, and the file opened afresh once)."""
-        key = (controller, name)
+        """The contents of counter file ``name`` in ``controller``, through a kept descriptor."""
+        return self._kept(controller, name, os.O_RDONLY, lambda fd: os.pread(fd, STAT_MAX_BYTES, 0)).decode()
+
+    def _set(self, controller: str, name: str, value: str | int) -> None:
+        """Write ``value`` to control file ``name`` in ``controller`` through a kept descriptor: one
+        system call (open, write and close take ten times as long), for the limits Escra writes every
+        tick and its OOM rescue raises. Raises `CgroupError` with the kernel's refusal (EBUSY, EINVAL)."""
+        data = str(value).encode()
+        self._kept(controller, name, os.O_WRONLY, lambda fd: os.pwrite(fd, data, 0))
+
+    def _kept(self, controller: str, name: str, flags: int, use: Callable[[int], T]) -> T:
+        """``use(fd)`` on file ``name`` in ``controller``, opened with ``flags`` once and kept; a
+        descriptor of a group removed since (ENODEV) is dropped, and the file opened afresh once."""
+        key = (controller, name, flags)
+        path = self.dir(controller) / name
         with self._fds_lock:
             fd = self._fds.pop(key, None)
             if fd is not None:
                 try:
-                    text = os.pread(fd, STAT_MAX_BYTES, 0)
-                except OSError:  # removed (ENODEV), perhaps made again: open it afresh below
-                    os.close(fd)
+                    result = use(fd)
+                except OSError as exc:
+                    if exc.errno != errno.ENODEV:
+                        self._fds[key] = fd
+                        raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+                    os.close(fd)  # removed, perhaps made again: open it afresh below
                 else:
                     self._fds[key] = fd
-                    return text.decode()
-            path = self.dir(controller) / name
+                    return result
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(path, flags | os.O_CLOEXEC)
             except OSError as exc:
-                raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
-            try:
-                text = os.pread(fd, STAT_MAX_BYTES, 0)
-            except OSError as exc:
-                os.close(fd)
                 raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
             self._fds[key] = fd
-            return text.decode()
+            try:
+                return use(fd)
+            except OSError as exc:
+                raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
 
     def close_files(self) -> None:
         """Close the kept descriptors (they reopen on the next read)."""
@@ -240,33 +262,36 @@ class Cgroup:
         Raises :class:`CgroupError` (EBUSY) when the kernel refuses to shrink below usage.
         """
         if is_v2():
-            _write(self.dir() / "memory.max", "max" if limit_bytes < 0 else limit_bytes)
+            self._set("memory", "memory.max", "max" if limit_bytes < 0 else limit_bytes)
             return
-        base = self.dir("memory")
-        memsw = base / "memory.memsw.limit_in_bytes"
         value = UNLIMITED if limit_bytes < 0 else limit_bytes
-        current = int(self._stat("memory", "memory.limit_in_bytes"))
-        growing = value == UNLIMITED or value > current
+        growing = value == UNLIMITED or value > self.memory_limit()
         # memory <= memory+swap must hold at every step, so the order depends on direction.
-        if growing and memsw.exists():
-            _write(memsw, value)
-        _write(base / "memory.limit_in_bytes", value)
-        if not growing and memsw.exists():
-            _write(memsw, value)
+        if growing and _swap_accounted():
+            self._set("memory", "memory.memsw.limit_in_bytes", value)
+        self._set("memory", "memory.limit_in_bytes", value)
+        if not growing and _swap_accounted():
+            self._set("memory", "memory.memsw.limit_in_bytes", value)
 
     def set_memory_high(self, high_bytes: int | None) -> None:
         """cgroup v2 only: the throttle point below ``memory.max`` used for OOM rescue."""
-        _write(self.dir() / "memory.high", "max" if high_bytes is None else high_bytes)
+        self._set("memory", "memory.high", "max" if high_bytes is None else high_bytes)
 
     def memory(self) -> MemoryStat:
+        usage = int(self._stat("memory", "memory.current" if is_v2() else "memory.usage_in_bytes"))
+        return MemoryStat(usage, self.memory_limit(), self.memory_peak(), self.oom_kills())
+
+    def memory_limit(self) -> int:
+        """The hard memory limit in bytes (UNLIMITED for v2's ``max``)."""
         if is_v2():
-            raw_limit = self._stat("memory", "memory.max").strip()
-            limit = UNLIMITED if raw_limit == "max" else int(raw_limit)
-            usage = int(self._stat("memory", "memory.current"))
-        else:
-            limit = int(self._stat("memory", "memory.limit_in_bytes"))
-            usage = int(self._stat("memory", "memory.usage_in_bytes"))
-        return MemoryStat(usage, limit, self.memory_peak(), self.oom_kills())
+            raw = self._stat("memory", "memory.max").strip()
+            return UNLIMITED if raw == "max" else int(raw)
+        return int(self._stat("memory", "memory.limit_in_bytes"))
+
+    def memory_high(self) -> int | None:
+        """cgroup v2: the throttle point (``memory.high``) in bytes; None for ``max``."""
+        raw = self._stat("memory", "memory.high").strip()
+        return None if raw == "max" else int(raw)
 
     def oom_kills(self) -> int:
         """The kernel's OOM kill count of this group (one file read, for every activation)."""
@@ -326,11 +351,10 @@ class Cgroup:
     def set_cpu_quota(self, quota_us: int, period_us: int = CFS_PERIOD_US) -> None:
         """CFS bandwidth: ``quota_us`` of CPU time per ``period_us`` (-1: unlimited)."""
         if is_v2():
-            _write(self.dir() / "cpu.max", f"{'max' if quota_us < 0 else quota_us} {period_us}")
+            self._set("cpu", "cpu.max", f"{'max' if quota_us < 0 else quota_us} {period_us}")
             return
-        base = self.dir("cpu")
-        _write(base / "cpu.cfs_period_us", period_us)
-        _write(base / "cpu.cfs_quota_us", quota_us)
+        self._set("cpu", "cpu.cfs_period_us", period_us)
+        self._set("cpu", "cpu.cfs_quota_us", quota_us)
 
     def cpu_quota(self) -> tuple[int, int]:
         """(quota_us, period_us); quota -1 means unlimited."""

@@ -234,10 +234,11 @@ class OomGuard:
     # -- v1/v2 details -----------------------------------------------------------
     def _current_limit(self, handle: Handle) -> int:
         """The managed limit: ``memory.limit_in_bytes`` (v1) or ``memory.high`` (v2)."""
+        group = handle.cgroup
         if not is_v2():
-            return int((handle.cgroup.dir("memory") / "memory.limit_in_bytes").read_text())
-        raw = (handle.cgroup.dir() / "memory.high").read_text().strip()
-        return handle.cgroup.memory().limit - self.writer.headroom_bytes if raw == "max" else int(raw)
+            return group.memory_limit()
+        high = group.memory_high()
+        return group.memory_limit() - self.writer.headroom_bytes if high is None else high
 
     @staticmethod
     def _usage(handle: Handle) -> int:

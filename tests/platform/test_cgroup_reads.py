@@ -1,7 +1,9 @@
-"""Counter reads through kept descriptors: fresh values, groups removed and made again, no leak."""
+"""Counter reads and limit writes through kept descriptors: fresh values, refusals, groups removed and
+made again, no leak."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -71,3 +73,39 @@ def test_descriptors_are_kept_once_and_closed_with_the_group(group):
     assert 0 < kept <= 8  # one per counter file, however many reads
     group.destroy()
     assert len(os.listdir("/proc/self/fd")) == opened
+
+
+def test_limits_are_written_through_kept_descriptors(group):
+    writer, reader = Cgroup(group.relpath), Cgroup(group.relpath)  # as Escra's agent writes, every tick
+    opened = len(os.listdir("/proc/self/fd"))
+    for step in range(100):
+        writer.set_memory_limit((64 + step % 2 * 32) * MIB)
+        writer.set_cpu_quota(20_000 + step * 100)
+    kept = len(os.listdir("/proc/self/fd")) - opened
+    assert 3 <= kept <= 5  # the limit (read and written), memory+swap, the quota and its period
+    assert reader.memory().limit == 96 * MIB
+    assert reader.cpu_quota() == (29_900, 100_000)
+    writer.close_files()
+    reader.close_files()
+    assert len(os.listdir("/proc/self/fd")) == opened
+
+
+def test_a_refused_limit_raises_and_the_next_one_lands(group):
+    writer = Cgroup(group.relpath)
+    writer.set_cpu_quota(50_000)
+    with pytest.raises(CgroupError) as refused:
+        writer.set_cpu_quota(10)  # below the kernel's least quota (1 ms)
+    assert refused.value.errno == errno.EINVAL
+    writer.set_cpu_quota(40_000)
+    assert Cgroup(group.relpath).cpu_quota() == (40_000, 100_000)
+
+
+def test_a_group_removed_and_made_again_is_written_afresh(group):
+    writer, reader = Cgroup(group.relpath), Cgroup(group.relpath)
+    writer.set_memory_limit(80 * MIB)
+    group.destroy()
+    with pytest.raises(CgroupError):
+        writer.set_memory_limit(72 * MIB)
+    group.create()
+    writer.set_memory_limit(48 * MIB)
+    assert reader.memory().limit == 48 * MIB
