@@ -140,7 +140,6 @@ class Cgroup:
         """``use(fd)`` on file ``name`` in ``controller``, opened with ``flags`` once and kept; a
         descriptor of a group removed since (ENODEV) is dropped, and the file opened afresh once."""
         key = (controller, name, flags)
-        path = self.dir(controller) / name
         with self._fds_lock:
             fd = self._fds.pop(key, None)
             if fd is not None:
@@ -149,11 +148,13 @@ class Cgroup:
                 except OSError as exc:
                     if exc.errno != errno.ENODEV:
                         self._fds[key] = fd
+                        path = self.dir(controller) / name
                         raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
                     os.close(fd)  # removed, perhaps made again: open it afresh below
                 else:
                     self._fds[key] = fd
                     return result
+            path = self.dir(controller) / name  # only here: a path costs more than the read itself
             try:
                 fd = os.open(path, flags | os.O_CLOEXEC)
             except OSError as exc:
