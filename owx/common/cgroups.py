@@ -71,12 +71,17 @@ def available() -> bool:
     return os.access(probe, os.W_OK)
 
 
+def _failed(path: Path, exc: OSError) -> CgroupError:
+    """The `CgroupError` of ``exc``, raised by a system call on ``path``."""
+    return CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path))
+
+
 def _write(path: Path, value: str | int) -> None:
     try:
         with open(path, "w") as handle:
             handle.write(str(value))
     except OSError as exc:
-        raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+        raise _failed(path, exc) from None
 
 
 def _read(path: Path) -> str:
@@ -84,7 +89,7 @@ def _read(path: Path) -> str:
         with open(path) as handle:
             return handle.read()
     except OSError as exc:
-        raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+        raise _failed(path, exc) from None
 
 
 _OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
@@ -149,7 +154,7 @@ class Cgroup:
                     if exc.errno != errno.ENODEV:
                         self._fds[key] = fd
                         path = self.dir(controller) / name
-                        raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+                        raise _failed(path, exc) from None
                     os.close(fd)  # removed, perhaps made again: open it afresh below
                 else:
                     self._fds[key] = fd
@@ -158,12 +163,12 @@ class Cgroup:
             try:
                 fd = os.open(path, flags | os.O_CLOEXEC)
             except OSError as exc:
-                raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+                raise _failed(path, exc) from None
             self._fds[key] = fd
             try:
                 return use(fd)
             except OSError as exc:
-                raise CgroupError(exc.errno, f"{path}: {exc.strerror}", str(path)) from None
+                raise _failed(path, exc) from None
 
     def close_files(self) -> None:
         """Close the kept descriptors (they reopen on the next read)."""

@@ -29,11 +29,7 @@ import orjson
 import requests
 from flask import Flask, jsonify, request
 
-from owx.common.eventloop import EventLoopThread
 from owx.gateway.http.messages import Request, Response, json_response
-from owx.gateway.http.protocol import HttpConnection, Limits
-from owx.gateway.settings import GatewaySettings
-from owx.platform.embedded.proxy import ProxyClient
 
 SERVERS = ("waitress", "granian", "owx-server")
 NATIVE_SERVERS = ("owx-native", "uvicorn-native")  # the hello without Flask
@@ -152,6 +148,11 @@ def _serve(kind: str, port: int) -> None:
 
 def _serve_owx_forward(port: int) -> None:
     """owx's forward on ``port`` until SIGTERM, its runtime (the bench action) a child on a Unix socket."""
+    from owx.common.eventloop import EventLoopThread
+    from owx.gateway.http.protocol import HttpConnection, Limits
+    from owx.gateway.settings import GatewaySettings
+    from owx.platform.embedded.proxy import ProxyClient
+
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so that the runtime is stopped too
     with tempfile.TemporaryDirectory(prefix="owx-forward-") as directory:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
