@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -295,6 +296,45 @@ def main(args):
     seen = instance.attacker.run(code, pids_max=PIDS_MAX)
     assert seen["outcome"] == "EAGAIN" and seen["forked"] < PIDS_MAX, seen
     assert instance.victim.run("def main(args):\n    return {'fine': True}\n") == {"fine": True}
+
+
+# Prints as fast as it can until its time limit stops it.
+FLOOD = "import sys\ndef main(args):\n    line = 'x' * 1000 + '\\n'\n    while True:\n        sys.stdout.write(line)\n"
+FLOOD_TIMEOUT_MS = 6000
+LOOP_THREAD = "owx-loop"  # the gateway's event loop, which reads every container's output
+
+
+def loop_cpu_seconds(pid: int) -> float:
+    """CPU seconds the gateway's event-loop thread has used so far."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if (task / "comm").read_text().strip() == LOOP_THREAD:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    raise AssertionError(f"no {LOOP_THREAD} thread in {pid}")
+
+
+def test_a_tenant_flooding_its_output_past_the_log_limit_costs_the_gateways_loop_little(instance):
+    """Output past the log limit is dropped; read as fast as it comes, two such floods took 0.86 of a
+    core of the loop every tenant's invocations share. Read in turns, they take a bounded sliver."""
+    name = instance.attacker.put(FLOOD, limits={"timeout": FLOOD_TIMEOUT_MS})
+    floods: list[dict] = []
+    running = [threading.Thread(target=lambda: floods.append(instance.attacker.invoke(name))) for _ in range(2)]
+    for thread in running:
+        thread.start()
+    time.sleep(1.5)  # both print: past their 10 MB within a fraction of this
+    pid = instance.gateway.process.pid
+    before, started = loop_cpu_seconds(pid), time.monotonic()
+    time.sleep(2.0)
+    cores = (loop_cpu_seconds(pid) - before) / (time.monotonic() - started)
+    assert instance.victim.run("def main(args):\n    return {'fine': True}\n") == {"fine": True}
+    for thread in running:
+        thread.join(60)
+    assert cores < 0.2, f"the loop spent {cores:.2f} cores reading the floods"
+    assert len(floods) == 2
+    for record in floods:  # each flood ends at its time limit, its logs cut at the limit
+        assert record["response"]["status"] == "action developer error", record["response"]
+        assert {"key": "timeout", "value": True} in record["annotations"]
+        assert sum(len(line) for line in record["logs"]) < 11 * 1024 * 1024
 
 
 CHECKPOINTER = ATTEMPT + '''

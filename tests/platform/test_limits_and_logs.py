@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from owx.common.cgroups import UNLIMITED
 from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
-from owx.platform.embedded.logs import SENTINEL, LogCollector
+from owx.platform.embedded.logs import MAX_PENDING_SEGMENTS, SENTINEL, LogCollector
 from owx.platform.loglines import cost, timestamp
 from owx.platform.types import LOG_FAILURE_MESSAGE, LOG_TRUNCATED_MESSAGE
 
@@ -113,3 +113,24 @@ def test_sentinel_split_across_chunks_after_truncation():
     logs.feed("stdout", END[10:] + b"next activation\n")
     logs.feed("stderr", END)
     assert text(logs.collect(0.1)) == ["stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=0)]
+
+
+def test_output_is_discarding_past_the_limit_until_the_activation_ends():
+    limit = 2 * cost("2026-01-01T00:00:00.000000Z stdout: 12345")
+    logs = LogCollector(limit_bytes=limit)
+    logs.feed("stdout", b"12345\n67890\n")
+    assert not logs.discarding("stdout") and not logs.discarding()  # within the limit: every line is kept
+    logs.feed("stdout", b"abcdef\n")
+    assert logs.discarding("stdout") and logs.discarding() and not logs.discarding("stderr")
+    logs.feed("stdout", END)  # the activation ended: the next one's lines count afresh
+    assert not logs.discarding()
+
+
+def test_an_action_printing_sentinels_of_its_own_is_discarding_once_they_crowd():
+    """Fake sentinels never truncate a segment, but the segments they close pile up to their bound."""
+    logs = LogCollector()
+    logs.feed("stdout", b"x\n" + END)
+    assert not logs.discarding("stdout")  # one activation's lines, waiting to be collected
+    for _ in range(MAX_PENDING_SEGMENTS):
+        logs.feed("stdout", b"x\n" + END)
+    assert logs.discarding("stdout")

@@ -153,9 +153,7 @@ class LogCollector:
 
     def _close(self, state: _Stream) -> None:
         segment, state.open = state.open, _Segment()
-        crowded = (len(state.closed) >= MAX_PENDING_SEGMENTS
-                   or state.pending_bytes + segment.size > MAX_PENDING_LIMITS * self.limit_bytes)
-        if crowded and state.closed:
+        if self._crowded(state, segment.size) and state.closed:
             state.closed[-1].truncated = True  # its lines are dropped, and the latest segment says so
             return
         state.closed.append(segment)
@@ -170,6 +168,20 @@ class LogCollector:
                 return True
             self._on_complete.append(callback)
             return False
+
+    def discarding(self, stream: str | None = None) -> bool:
+        """Whether what arrives on ``stream`` (on any stream, if None) is dropped now: its activation
+        printed past the log limit, or the segments waiting to be collected fill their bound (an
+        action printing sentinels of its own). Its reader may then read slowly: only the next
+        sentinel matters, and the action waits for the pipe instead of the reader for the action."""
+        with self._lock:
+            states = self._streams.values() if stream is None else (self._streams[stream],)
+            return any(state.open.truncated or self._crowded(state) for state in states)
+
+    def _crowded(self, state: _Stream, adding: int = 0) -> bool:
+        """Whether ``state``'s waiting segments are at their bound (with ``adding`` bytes more)."""
+        return (len(state.closed) >= MAX_PENDING_SEGMENTS
+                or state.pending_bytes + adding > MAX_PENDING_LIMITS * self.limit_bytes)
 
     def complete(self) -> bool:
         """Whether an activation's lines are all here (both sentinels seen, or the container ended)."""

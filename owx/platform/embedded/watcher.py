@@ -9,6 +9,7 @@ Callbacks run on the loop and must not block.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -20,8 +21,13 @@ log = logging.getLogger(__name__)
 
 ReadCallback = Callable[[bytes], None]  # b"" means end of stream
 EventCallback = Callable[[], None]
+Held = Callable[[], bool]  # whether a stream's reader may slow down now (its output is dropped)
 CHUNK = 65536
 UNWATCH_WAIT_S = 5.0
+# Held streams are read one chunk per turn, in turn: at most 500 chunks (32 MB) a second over all
+# of them, so tenants printing past their log limits cost the loop a bounded share of a core
+# however many containers they flood from, and wait for their own pipes.
+HELD_TURN_S = 0.002
 
 
 class FdWatcher:
@@ -30,11 +36,14 @@ class FdWatcher:
     def __init__(self, loop: EventLoopThread) -> None:
         self._loop = loop
         self._fds: set[int] = set()  # touched on the loop only
+        self._held: dict[int, tuple[ReadCallback, Held]] = {}  # streams waiting for their turn, in order
+        self._turn: asyncio.TimerHandle | None = None
 
-    def watch_stream(self, fd: int, on_data: ReadCallback) -> None:
+    def watch_stream(self, fd: int, on_data: ReadCallback, held: Held | None = None) -> None:
         """Call ``on_data(chunk)`` for everything readable on ``fd`` (non-blocking); ``b""`` once at EOF
-        (then it is unwatched)."""
-        self._loop.call(self._add, fd, self._stream, fd, on_data)
+        (then it is unwatched). While ``held()`` says so after a chunk, ``fd`` waits for its turn
+        (``HELD_TURN_S``) before its next chunk is read: its writer blocks on its full pipe meanwhile."""
+        self._loop.call(self._add, fd, self._stream, fd, on_data, held)
 
     def watch_event(self, fd: int, on_event: EventCallback, once: bool = True) -> None:
         """Call ``on_event()`` when ``fd`` becomes readable (a pidfd: the process exited; an eventfd:
@@ -71,9 +80,10 @@ class FdWatcher:
     def _remove(self, fd: int) -> None:
         if fd in self._fds:
             self._fds.discard(fd)
-            self._loop.loop.remove_reader(fd)
+            if self._held.pop(fd, None) is None:  # a held stream has no reader until its turn
+                self._loop.loop.remove_reader(fd)
 
-    def _stream(self, fd: int, on_data: ReadCallback) -> None:
+    def _stream(self, fd: int, on_data: ReadCallback, held: Held | None) -> None:
         try:
             chunk = os.read(fd, CHUNK)
         except BlockingIOError:
@@ -83,6 +93,25 @@ class FdWatcher:
         if not chunk:
             self._remove(fd)
         _safe(on_data, chunk)
+        if chunk and held is not None and fd in self._fds and _safe(held):
+            self._hold(fd, on_data, held)
+
+    def _hold(self, fd: int, on_data: ReadCallback, held: Held) -> None:
+        """Stop reading ``fd`` until its turn comes (the held streams are read one per turn, in turn)."""
+        self._loop.loop.remove_reader(fd)
+        self._held[fd] = (on_data, held)
+        if self._turn is None:
+            self._turn = self._loop.loop.call_later(HELD_TURN_S, self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._turn = None
+        if not self._held:
+            return
+        fd = next(iter(self._held))
+        on_data, held = self._held.pop(fd)
+        self._loop.loop.add_reader(fd, self._stream, fd, on_data, held)
+        if self._held:
+            self._turn = self._loop.loop.call_later(HELD_TURN_S, self._next_turn)
 
     def _event(self, fd: int, on_event: EventCallback, once: bool) -> None:
         if once:
@@ -95,8 +124,10 @@ class FdWatcher:
         _safe(on_event)
 
 
-def _safe(callback: Callable[..., None], *args: object) -> None:
+def _safe(callback: Callable[..., object], *args: object) -> object:
+    """``callback(*args)``, or None when it raised (logged)."""
     try:
-        callback(*args)
+        return callback(*args)
     except Exception:  # a faulty callback must not stop log reading for every other container
         log.exception("fd watcher callback failed")
+        return None

@@ -1,0 +1,99 @@
+"""The fd watcher's held streams: a container printing past its log limit is read in turns, so its
+flood costs the shared loop a bounded number of reads, and what follows the flood still arrives."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tests.fixtures.polling import wait_for
+
+from owx.common.eventloop import EventLoopThread
+from owx.platform.embedded import watcher as watcher_module
+from owx.platform.embedded.watcher import CHUNK, HELD_TURN_S, FdWatcher
+
+FLOOD_S = 0.5
+SLOW_TURN_S = 0.5
+
+
+@contextmanager
+def flooded_pipe(watcher: FdWatcher, held: bool) -> Iterator[tuple[list[bytes], threading.Event, int]]:
+    """A pipe a thread fills as fast as it can until told to stop, watched by ``watcher`` (held or
+    not); yields the chunks read, the stop event and the write end."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    chunks: list[bytes] = []
+    stop = threading.Event()
+
+    def flood() -> None:
+        data = b"x" * CHUNK
+        while not stop.is_set():
+            try:
+                os.write(write_end, data)
+            except BlockingIOError:
+                time.sleep(0.0005)
+
+    os.set_blocking(write_end, False)
+    writer = threading.Thread(target=flood, daemon=True)
+    watcher.watch_stream(read_end, chunks.append, (lambda: True) if held else None)
+    writer.start()
+    try:
+        yield chunks, stop, write_end
+    finally:
+        stop.set()
+        writer.join()
+        watcher.unwatch(read_end)
+        os.close(read_end)
+        try:
+            os.close(write_end)
+        except OSError:
+            pass
+
+
+def test_a_held_stream_is_read_in_turns_and_a_free_one_at_once():
+    loop = EventLoopThread("test-fd-watcher")
+    watcher = FdWatcher(loop)
+    try:
+        reads = {}
+        for held in (False, True):
+            with flooded_pipe(watcher, held) as (chunks, stop, _):
+                time.sleep(FLOOD_S)
+                stop.set()
+                reads[held] = len(chunks)
+        turns = FLOOD_S / HELD_TURN_S
+        assert 1 <= reads[True] <= turns + 10, reads  # at most one chunk per turn (and the first one)
+        assert reads[False] > 2 * turns, reads  # the flood could have taken far more: the turns bound it
+    finally:
+        watcher.close()
+        loop.close()
+
+
+def test_a_held_stream_still_reaches_its_end_and_an_unwatched_one_is_never_read_again(monkeypatch):
+    loop = EventLoopThread("test-fd-watcher-end")
+    watcher = FdWatcher(loop)
+    try:
+        with flooded_pipe(watcher, held=True) as (chunks, stop, write_end):
+            time.sleep(0.05)
+            stop.set()
+            time.sleep(0.01)
+            os.close(write_end)  # the writer is done: the rest is read, turn by turn, then the end
+            wait_for(lambda: chunks and chunks[-1] == b"", timeout=10, what="the end of the held stream")
+        monkeypatch.setattr(watcher_module, "HELD_TURN_S", SLOW_TURN_S)  # time to unwatch it before its turn
+        read_end, other_write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        late: list[bytes] = []
+        os.write(other_write_end, b"y" * 1024)
+        watcher.watch_stream(read_end, late.append, lambda: True)
+        wait_for(lambda: late, timeout=5, what="the first chunk")
+        watcher.unwatch(read_end)  # while it waits for its turn
+        os.write(other_write_end, b"z" * 1024)
+        time.sleep(2 * SLOW_TURN_S)
+        assert late == [b"y" * 1024]  # its turn came after it was unwatched: nothing more was read
+        os.close(read_end)
+        os.close(other_write_end)
+    finally:
+        watcher.close()
+        loop.close()
