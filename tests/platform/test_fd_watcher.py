@@ -1,4 +1,4 @@
-"""The fd watcher's held streams: a container printing past its log limit is read in turns, so its
+"""The fd watcher's held streams: a container printing much (or past its log limit) is read in turns, so its
 flood costs the shared loop a bounded number of reads, and what follows the flood still arrives."""
 
 from __future__ import annotations
@@ -13,16 +13,19 @@ from tests.fixtures.polling import wait_for
 
 from owx.common.eventloop import EventLoopThread
 from owx.platform.embedded import watcher as watcher_module
-from owx.platform.embedded.watcher import CHUNK, HELD_TURN_S, FdWatcher
+from owx.platform.embedded.watcher import CHUNK, HELD_SPACING, HELD_TURN_S, FdWatcher
 
 FLOOD_S = 0.5
 SLOW_TURN_S = 0.5
+READING_S = 0.005  # what taking in 64 KiB of one-character lines costs, about
 
 
 @contextmanager
-def flooded_pipe(watcher: FdWatcher, held: bool) -> Iterator[tuple[list[bytes], threading.Event, int]]:
+def flooded_pipe(watcher: FdWatcher, held: bool, reading_s: float = 0.0
+                 ) -> Iterator[tuple[list[bytes], threading.Event, int]]:
     """A pipe a thread fills as fast as it can until told to stop, watched by ``watcher`` (held or
-    not); yields the chunks read, the stop event and the write end."""
+    not; each chunk takes ``reading_s`` to take in); yields the chunks read, the stop event and the
+    write end."""
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     chunks: list[bytes] = []
@@ -38,7 +41,11 @@ def flooded_pipe(watcher: FdWatcher, held: bool) -> Iterator[tuple[list[bytes], 
 
     os.set_blocking(write_end, False)
     writer = threading.Thread(target=flood, daemon=True)
-    watcher.watch_stream(read_end, chunks.append, (lambda: True) if held else None)
+    def take(chunk: bytes) -> None:
+        chunks.append(chunk)
+        time.sleep(reading_s)
+
+    watcher.watch_stream(read_end, take, (lambda: True) if held else None)
     writer.start()
     try:
         yield chunks, stop, write_end
@@ -66,6 +73,22 @@ def test_a_held_stream_is_read_in_turns_and_a_free_one_at_once():
         turns = FLOOD_S / HELD_TURN_S
         assert 1 <= reads[True] <= turns + 10, reads  # at most one chunk per turn (and the first one)
         assert reads[False] > 2 * turns, reads  # the flood could have taken far more: the turns bound it
+    finally:
+        watcher.close()
+        loop.close()
+
+
+def test_held_chunks_that_take_long_to_read_space_the_turns_out():
+    """However short an action's lines (the dearer a chunk is to take in), held streams take at
+    most a tenth of the loop: the next turn waits HELD_SPACING times the last chunk's reading."""
+    loop = EventLoopThread("test-fd-watcher-spacing")
+    watcher = FdWatcher(loop)
+    try:
+        with flooded_pipe(watcher, held=True, reading_s=READING_S) as (chunks, stop, _):
+            time.sleep(FLOOD_S)
+            stop.set()
+            read = len(chunks)
+        assert 1 <= read <= FLOOD_S / (HELD_SPACING * READING_S) + 2, read
     finally:
         watcher.close()
         loop.close()

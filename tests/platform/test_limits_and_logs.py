@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from owx.common.cgroups import UNLIMITED
 from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
-from owx.platform.embedded.logs import MAX_PENDING_SEGMENTS, SENTINEL, LogCollector
+from owx.platform.embedded.logs import FREE_BYTES, MAX_PENDING_SEGMENTS, SENTINEL, LogCollector
 from owx.platform.loglines import cost, timestamp
 from owx.platform.types import LOG_FAILURE_MESSAGE, LOG_TRUNCATED_MESSAGE
 
@@ -115,22 +115,36 @@ def test_sentinel_split_across_chunks_after_truncation():
     assert text(logs.collect(0.1)) == ["stderr: " + LOG_TRUNCATED_MESSAGE.format(limit=0)]
 
 
-def test_output_is_discarding_past_the_limit_until_the_activation_ends():
+def test_output_is_held_past_the_limit_until_the_activation_ends():
     limit = 2 * cost("2026-01-01T00:00:00.000000Z stdout: 12345")
     logs = LogCollector(limit_bytes=limit)
     logs.feed("stdout", b"12345\n67890\n")
-    assert not logs.discarding("stdout") and not logs.discarding()  # within the limit: every line is kept
+    assert not logs.held("stdout") and not logs.held()  # within the limit: every line is kept
     logs.feed("stdout", b"abcdef\n")
-    assert logs.discarding("stdout") and logs.discarding() and not logs.discarding("stderr")
+    assert logs.held("stdout") and logs.held() and not logs.held("stderr")
     logs.feed("stdout", END)  # the activation ended: the next one's lines count afresh
-    assert not logs.discarding()
+    assert not logs.held()
 
 
-def test_an_action_printing_sentinels_of_its_own_is_discarding_once_they_crowd():
+def test_an_action_printing_sentinels_of_its_own_is_held_once_they_crowd():
     """Fake sentinels never truncate a segment, but the segments they close pile up to their bound."""
     logs = LogCollector()
     logs.feed("stdout", b"x\n" + END)
-    assert not logs.discarding("stdout")  # one activation's lines, waiting to be collected
+    assert not logs.held("stdout")  # one activation's lines, waiting to be collected
     for _ in range(MAX_PENDING_SEGMENTS):
         logs.feed("stdout", b"x\n" + END)
-    assert logs.discarding("stdout")
+    assert logs.held("stdout")
+
+
+def test_an_activations_first_output_is_read_freely_and_the_rest_held_though_kept():
+    logs = LogCollector()  # OpenWhisk's 10 MB limit, well above FREE_BYTES
+    line = b"y" * 100 + b"\n"
+    logs.feed("stdout", line * (FREE_BYTES // 200))
+    assert not logs.held("stdout")
+    logs.feed("stdout", line * (FREE_BYTES // 100))
+    assert logs.held("stdout")  # past its free share, within its limit: held, every line still kept
+    logs.feed("stdout", END)
+    logs.feed("stderr", END)
+    assert not logs.held()
+    lines = logs.collect(0.1)
+    assert len(lines) == FREE_BYTES // 200 + FREE_BYTES // 100 and not any("truncated" in x for x in lines)

@@ -29,6 +29,7 @@ _SENTINEL_LINE = _SENTINEL_BYTES + b"\n"
 STREAMS = ("stdout", "stderr")
 MAX_PENDING_SEGMENTS = 1024  # closed, not yet collected segments per stream (one per activation in flight)
 MAX_PENDING_LIMITS = 4  # bytes they may hold together, in log limits
+FREE_BYTES = 1024 * 1024  # an activation's output read as it comes, in record bytes; the rest in turns (`held`)
 _SENTINEL_LINE_MAX = len(SENTINEL) + 64  # longest partial line that may still turn out to be a sentinel
 _STAMP = len(loglines.timestamp(0))  # record lines start with a fixed-width, sortable timestamp
 
@@ -169,14 +170,16 @@ class LogCollector:
             self._on_complete.append(callback)
             return False
 
-    def discarding(self, stream: str | None = None) -> bool:
-        """Whether what arrives on ``stream`` (on any stream, if None) is dropped now: its activation
-        printed past the log limit, or the segments waiting to be collected fill their bound (an
-        action printing sentinels of its own). Its reader may then read slowly: only the next
-        sentinel matters, and the action waits for the pipe instead of the reader for the action."""
+    def held(self, stream: str | None = None) -> bool:
+        """Whether the reader of ``stream`` (None: of one carrying both, held if either is) may slow down now: its
+        activation already printed ``FREE_BYTES`` (each activation's first lines are read as they
+        come), or printed past the log limit (what arrives is dropped), or the segments waiting to
+        be collected fill their bound (an action printing sentinels of its own). Its lines then
+        arrive later, none is lost: the action waits for its pipe."""
         with self._lock:
             states = self._streams.values() if stream is None else (self._streams[stream],)
-            return any(state.open.truncated or self._crowded(state) for state in states)
+            return any(state.open.truncated or state.open.size > FREE_BYTES or self._crowded(state)
+                       for state in states)
 
     def _crowded(self, state: _Stream, adding: int = 0) -> bool:
         """Whether ``state``'s waiting segments are at their bound (with ``adding`` bytes more)."""

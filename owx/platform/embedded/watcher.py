@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from owx.common.eventloop import EventLoopThread
@@ -21,13 +22,15 @@ log = logging.getLogger(__name__)
 
 ReadCallback = Callable[[bytes], None]  # b"" means end of stream
 EventCallback = Callable[[], None]
-Held = Callable[[], bool]  # whether a stream's reader may slow down now (its output is dropped)
+Held = Callable[[], bool]  # whether a stream's reader may slow down now (see LogCollector.held)
 CHUNK = 65536
 UNWATCH_WAIT_S = 5.0
-# Held streams are read one chunk per turn, in turn: at most 500 chunks (32 MB) a second over all
-# of them, so tenants printing past their log limits cost the loop a bounded share of a core
-# however many containers they flood from, and wait for their own pipes.
+# Held streams are read one chunk per turn, in turn, the next turn at least HELD_TURN_S and
+# HELD_SPACING times the last held chunk's reading after it: together they take at most a tenth
+# of the loop (and 500 chunks, 32 MB, a second), however many containers print and however short
+# their lines, and their writers wait for their own pipes meanwhile.
 HELD_TURN_S = 0.002
+HELD_SPACING = 9.0
 
 
 class FdWatcher:
@@ -84,6 +87,7 @@ class FdWatcher:
                 self._loop.loop.remove_reader(fd)
 
     def _stream(self, fd: int, on_data: ReadCallback, held: Held | None) -> None:
+        started = time.perf_counter()
         try:
             chunk = os.read(fd, CHUNK)
         except BlockingIOError:
@@ -94,14 +98,20 @@ class FdWatcher:
             self._remove(fd)
         _safe(on_data, chunk)
         if chunk and held is not None and fd in self._fds and _safe(held):
-            self._hold(fd, on_data, held)
+            self._hold(fd, on_data, held, time.perf_counter() - started)
 
-    def _hold(self, fd: int, on_data: ReadCallback, held: Held) -> None:
-        """Stop reading ``fd`` until its turn comes (the held streams are read one per turn, in turn)."""
-        self._loop.loop.remove_reader(fd)
+    def _hold(self, fd: int, on_data: ReadCallback, held: Held, spent_s: float) -> None:
+        """Stop reading ``fd`` until its turn comes (the held streams are read one per turn, in turn),
+        and put the next turn off until reading this chunk (``spent_s``) is paid for."""
+        loop = self._loop.loop
+        loop.remove_reader(fd)
         self._held[fd] = (on_data, held)
+        delay = max(HELD_TURN_S, HELD_SPACING * spent_s)
+        if self._turn is not None and self._turn.when() < loop.time() + delay:
+            self._turn.cancel()
+            self._turn = None
         if self._turn is None:
-            self._turn = self._loop.loop.call_later(HELD_TURN_S, self._next_turn)
+            self._turn = loop.call_later(delay, self._next_turn)
 
     def _next_turn(self) -> None:
         self._turn = None

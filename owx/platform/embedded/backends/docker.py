@@ -176,7 +176,7 @@ class DockerContainer(Container):
         self._attach = api.attach_socket(self.id, params={"stdout": 1, "stderr": 1, "stream": 1})
         fd = self._attach.fileno()
         os.set_blocking(fd, False)
-        self._watcher.watch_stream(fd, _Demuxer(self).feed, self.logs.discarding)
+        self._watcher.watch_stream(fd, _Demuxer(self).feed, self.logs.held)
         api.start(self.id)
         state = api.inspect_container(self.id)
         address = state["NetworkSettings"]["Networks"][network]["IPAddress"]

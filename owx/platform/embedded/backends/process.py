@@ -134,7 +134,7 @@ class ProcessContainer(Container):
         for fd, stream in ((out_r, "stdout"), (err_r, "stderr")):
             os.set_blocking(fd, False)
             self._outputs[stream] = fd
-            self._watcher.watch_stream(fd, partial(self._feed, fd, stream), partial(self.logs.discarding, stream))
+            self._watcher.watch_stream(fd, partial(self._feed, fd, stream), partial(self.logs.held, stream))
         self._watch(pid)
 
     def _feed(self, fd: int, stream: str, chunk: bytes) -> None:
