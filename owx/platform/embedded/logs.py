@@ -171,11 +171,11 @@ class LogCollector:
             return False
 
     def held(self, stream: str | None = None) -> bool:
-        """Whether the reader of ``stream`` (None: of one carrying both, held if either is) may slow down now: its
-        activation already printed ``FREE_BYTES`` (each activation's first lines are read as they
-        come), or printed past the log limit (what arrives is dropped), or the segments waiting to
-        be collected fill their bound (an action printing sentinels of its own). Its lines then
-        arrive later, none is lost: the action waits for its pipe."""
+        """Whether the reader of ``stream`` (None: of one carrying both, held if either is) may slow
+        down now: its activation already printed ``FREE_BYTES`` (each activation's first lines are
+        read as they come), or printed past the log limit (what arrives is dropped), or the segments
+        waiting to be collected fill their bound (an action printing sentinels of its own). Its
+        lines then arrive later, none is lost: the action waits for its pipe."""
         with self._lock:
             states = self._streams.values() if stream is None else (self._streams[stream],)
             return any(state.open.truncated or state.open.size > FREE_BYTES or self._crowded(state)
