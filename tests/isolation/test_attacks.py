@@ -302,7 +302,8 @@ def main(args):
 # Prints as fast as it can until its time limit stops it.
 FLOOD = "import sys\ndef main(args):\n    line = 'x' * 1000 + '\\n'\n    while True:\n        sys.stdout.write(line)\n"
 FLOOD_TIMEOUT_MS = 6000
-CHATTY = "import sys\ndef main(args):\n    for _ in range(args['n']):\n        sys.stdout.write('x\\n')\n    return {'n': args['n']}\n"
+CHATTY = ("import sys\ndef main(args):\n    for _ in range(args['n']):\n        sys.stdout.write('x\\n')\n"
+          "    return {'n': args['n']}\n")
 CHATTY_LINES = 200_000
 LOOP_THREAD = "owx-loop"  # the gateway's event loop, which reads every container's output
 
