@@ -41,11 +41,12 @@ def flooded_pipe(watcher: FdWatcher, held: bool, reading_s: float = 0.0
 
     os.set_blocking(write_end, False)
     writer = threading.Thread(target=flood, daemon=True)
-    def take(chunk: bytes) -> None:
+    def take(chunk: bytes) -> bool:
         chunks.append(chunk)
         time.sleep(reading_s)
+        return held
 
-    watcher.watch_stream(read_end, take, (lambda: True) if held else None)
+    watcher.watch_stream(read_end, take)
     writer.start()
     try:
         yield chunks, stop, write_end
@@ -109,7 +110,7 @@ def test_a_held_stream_still_reaches_its_end_and_an_unwatched_one_is_never_read_
         os.set_blocking(read_end, False)
         late: list[bytes] = []
         os.write(other_write_end, b"y" * 1024)
-        watcher.watch_stream(read_end, late.append, lambda: True)
+        watcher.watch_stream(read_end, lambda chunk: late.append(chunk) or True)
         wait_for(lambda: late, timeout=5, what="the first chunk")
         watcher.unwatch(read_end)  # while it waits for its turn
         os.write(other_write_end, b"z" * 1024)

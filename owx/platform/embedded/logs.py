@@ -65,19 +65,22 @@ class LogCollector:
         self._on_complete: list[Callable[[], None]] = []
 
     # -- producer side (the platform's event loop) -------------------------------------
-    def feed(self, stream: str, chunk: bytes) -> None:
-        """Add raw output of ``stream``; ``b""`` marks the end of that stream."""
+    def feed(self, stream: str, chunk: bytes) -> bool:
+        """Add raw output of ``stream``; ``b""`` marks the end of that stream. True when its reader
+        may slow down now (see :meth:`held`)."""
         with self._lock:
             state = self._streams[stream]
             if chunk == _SENTINEL_LINE and not state.partial and not state.discarding:
                 self._close(state)  # most chunks: an activation's end, alone
             elif not self._add_chunk(state, _Prefix(stream), chunk):
-                return
+                return self._held(state)
             if self._waiting:
                 self._cond.notify_all()
             waiting = self._complete_callbacks()
+            held = self._held(state)
         for callback in waiting:
             callback()
+        return held
 
     def _add_chunk(self, state: _Stream, prefix: _Prefix, chunk: bytes) -> bool:
         """Take ``chunk`` into ``state``; True if it completed lines."""
@@ -178,8 +181,10 @@ class LogCollector:
         lines then arrive later, none is lost: the action waits for its pipe."""
         with self._lock:
             states = self._streams.values() if stream is None else (self._streams[stream],)
-            return any(state.open.truncated or state.open.size > FREE_BYTES or self._crowded(state)
-                       for state in states)
+            return any(self._held(state) for state in states)
+
+    def _held(self, state: _Stream) -> bool:
+        return state.open.truncated or state.open.size > FREE_BYTES or self._crowded(state)
 
     def _crowded(self, state: _Stream, adding: int = 0) -> bool:
         """Whether ``state``'s waiting segments are at their bound (with ``adding`` bytes more)."""

@@ -20,9 +20,10 @@ from owx.common.eventloop import EventLoopThread
 
 log = logging.getLogger(__name__)
 
-ReadCallback = Callable[[bytes], None]  # b"" means end of stream
+# Takes a chunk (b"" means end of stream); True when the stream's reader may slow down now (its
+# writer prints much, or what it prints is dropped: see LogCollector.held)
+ReadCallback = Callable[[bytes], "bool | None"]
 EventCallback = Callable[[], None]
-Held = Callable[[], bool]  # whether a stream's reader may slow down now (see LogCollector.held)
 CHUNK = 65536
 UNWATCH_WAIT_S = 5.0
 # Held streams are read one chunk per turn, in turn, the next turn at least HELD_TURN_S and
@@ -39,14 +40,14 @@ class FdWatcher:
     def __init__(self, loop: EventLoopThread) -> None:
         self._loop = loop
         self._fds: set[int] = set()  # touched on the loop only
-        self._held: dict[int, tuple[ReadCallback, Held]] = {}  # streams waiting for their turn, in order
+        self._held: dict[int, ReadCallback] = {}  # streams waiting for their turn, in order
         self._turn: asyncio.TimerHandle | None = None
 
-    def watch_stream(self, fd: int, on_data: ReadCallback, held: Held | None = None) -> None:
+    def watch_stream(self, fd: int, on_data: ReadCallback) -> None:
         """Call ``on_data(chunk)`` for everything readable on ``fd`` (non-blocking); ``b""`` once at EOF
-        (then it is unwatched). While ``held()`` says so after a chunk, ``fd`` waits for its turn
-        (``HELD_TURN_S``) before its next chunk is read: its writer blocks on its full pipe meanwhile."""
-        self._loop.call(self._add, fd, self._stream, fd, on_data, held)
+        (then it is unwatched). When it answers True, ``fd`` waits for its turn (``HELD_TURN_S``)
+        before its next chunk is read: its writer blocks on its full pipe meanwhile."""
+        self._loop.call(self._add, fd, self._stream, fd, on_data)
 
     def watch_event(self, fd: int, on_event: EventCallback, once: bool = True) -> None:
         """Call ``on_event()`` when ``fd`` becomes readable (a pidfd: the process exited; an eventfd:
@@ -86,7 +87,7 @@ class FdWatcher:
             if self._held.pop(fd, None) is None:  # a held stream has no reader until its turn
                 self._loop.loop.remove_reader(fd)
 
-    def _stream(self, fd: int, on_data: ReadCallback, held: Held | None) -> None:
+    def _stream(self, fd: int, on_data: ReadCallback) -> None:
         started = time.perf_counter()
         try:
             chunk = os.read(fd, CHUNK)
@@ -96,16 +97,15 @@ class FdWatcher:
             chunk = b""
         if not chunk:
             self._remove(fd)
-        _safe(on_data, chunk)
-        if chunk and held is not None and fd in self._fds and _safe(held):
-            self._hold(fd, on_data, held, time.perf_counter() - started)
+        if _safe(on_data, chunk) is True and chunk and fd in self._fds:
+            self._hold(fd, on_data, time.perf_counter() - started)
 
-    def _hold(self, fd: int, on_data: ReadCallback, held: Held, spent_s: float) -> None:
+    def _hold(self, fd: int, on_data: ReadCallback, spent_s: float) -> None:
         """Stop reading ``fd`` until its turn comes (the held streams are read one per turn, in turn),
         and put the next turn off until reading this chunk (``spent_s``) is paid for."""
         loop = self._loop.loop
         loop.remove_reader(fd)
-        self._held[fd] = (on_data, held)
+        self._held[fd] = on_data
         delay = max(HELD_TURN_S, HELD_SPACING * spent_s)
         if self._turn is not None and self._turn.when() < loop.time() + delay:
             self._turn.cancel()
@@ -118,8 +118,7 @@ class FdWatcher:
         if not self._held:
             return
         fd = next(iter(self._held))
-        on_data, held = self._held.pop(fd)
-        self._loop.loop.add_reader(fd, self._stream, fd, on_data, held)
+        self._loop.loop.add_reader(fd, self._stream, fd, self._held.pop(fd))
         if self._held:
             self._turn = self._loop.loop.call_later(HELD_TURN_S, self._next_turn)
 

@@ -176,7 +176,7 @@ class DockerContainer(Container):
         self._attach = api.attach_socket(self.id, params={"stdout": 1, "stderr": 1, "stream": 1})
         fd = self._attach.fileno()
         os.set_blocking(fd, False)
-        self._watcher.watch_stream(fd, _Demuxer(self).feed, self.logs.held)
+        self._watcher.watch_stream(fd, _Demuxer(self).feed)
         api.start(self.id)
         state = api.inspect_container(self.id)
         address = state["NetworkSettings"]["Networks"][network]["IPAddress"]
@@ -235,16 +235,18 @@ class _Demuxer:
         self.container = container
         self.buffer = b""
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> bool:
+        """Take a chunk of the attach stream; True when its reader may slow down (see LogCollector.held)."""
         if not chunk:
             for stream in STREAM_NAMES.values():
                 self.container.logs.feed(stream, b"")
-            return
+            return False
         self.buffer += chunk
         while len(self.buffer) >= self.HEADER.size:
             kind, size = self.HEADER.unpack_from(self.buffer)
             end = self.HEADER.size + size
             if len(self.buffer) < end:
-                return
+                break
             payload, self.buffer = self.buffer[self.HEADER.size : end], self.buffer[end:]
             self.container.logs.feed(STREAM_NAMES.get(kind, "stdout"), payload)
+        return self.container.logs.held()

@@ -134,14 +134,15 @@ class ProcessContainer(Container):
         for fd, stream in ((out_r, "stdout"), (err_r, "stderr")):
             os.set_blocking(fd, False)
             self._outputs[stream] = fd
-            self._watcher.watch_stream(fd, partial(self._feed, fd, stream), partial(self.logs.held, stream))
+            self._watcher.watch_stream(fd, partial(self._feed, fd, stream))
         self._watch(pid)
 
-    def _feed(self, fd: int, stream: str, chunk: bytes) -> None:
-        self.logs.feed(stream, chunk)
+    def _feed(self, fd: int, stream: str, chunk: bytes) -> bool:
+        held = self.logs.feed(stream, chunk)
         if not chunk:
             self._outputs.pop(stream, None)
             os.close(fd)
+        return held
 
     def drain_output(self) -> None:
         for stream, fd in list(self._outputs.items()):
