@@ -107,10 +107,9 @@ class FdWatcher:
         loop.remove_reader(fd)
         self._held[fd] = on_data
         delay = max(HELD_TURN_S, HELD_SPACING * spent_s)
-        if self._turn is not None and self._turn.when() < loop.time() + delay:
-            self._turn.cancel()
-            self._turn = None
-        if self._turn is None:
+        if self._turn is None or self._turn.when() < loop.time() + delay:
+            if self._turn is not None:
+                self._turn.cancel()
             self._turn = loop.call_later(delay, self._next_turn)
 
     def _next_turn(self) -> None:
