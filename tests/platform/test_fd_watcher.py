@@ -1,8 +1,10 @@
 """The fd watcher's held streams: a container printing much (or past its log limit) is read in turns, so its
-flood costs the shared loop a bounded number of reads, and what follows the flood still arrives."""
+flood costs the shared loop a bounded number of reads, a tenant printing in many containers gets no more
+turns than one printing in one, and what follows a flood still arrives."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -18,14 +20,15 @@ from owx.platform.embedded.watcher import CHUNK, HELD_SPACING, HELD_TURN_S, FdWa
 FLOOD_S = 0.5
 SLOW_TURN_S = 0.5
 READING_S = 0.005  # what taking in 64 KiB of one-character lines costs, about
+MALLORY_FLOODS = 6
 
 
 @contextmanager
-def flooded_pipe(watcher: FdWatcher, held: bool, reading_s: float = 0.0
+def flooded_pipe(watcher: FdWatcher, tenant: str | None, reading_s: float = 0.0
                  ) -> Iterator[tuple[list[bytes], threading.Event, int]]:
-    """A pipe a thread fills as fast as it can until told to stop, watched by ``watcher`` (held or
-    not; each chunk takes ``reading_s`` to take in); yields the chunks read, the stop event and the
-    write end."""
+    """A pipe a thread fills as fast as it can until told to stop, watched by ``watcher`` (held in
+    ``tenant``'s turns, or not held: None; each chunk takes ``reading_s`` to take in); yields the
+    chunks read, the stop event and the write end."""
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     chunks: list[bytes] = []
@@ -41,10 +44,10 @@ def flooded_pipe(watcher: FdWatcher, held: bool, reading_s: float = 0.0
 
     os.set_blocking(write_end, False)
     writer = threading.Thread(target=flood, daemon=True)
-    def take(chunk: bytes) -> bool:
+    def take(chunk: bytes) -> str | None:
         chunks.append(chunk)
         time.sleep(reading_s)
-        return held
+        return tenant
 
     watcher.watch_stream(read_end, take)
     writer.start()
@@ -66,14 +69,34 @@ def test_a_held_stream_is_read_in_turns_and_a_free_one_at_once():
     watcher = FdWatcher(loop)
     try:
         reads = {}
-        for held in (False, True):
-            with flooded_pipe(watcher, held) as (chunks, stop, _):
+        for tenant in (None, "mallory"):
+            with flooded_pipe(watcher, tenant) as (chunks, stop, _):
                 time.sleep(FLOOD_S)
                 stop.set()
-                reads[held] = len(chunks)
+                reads[tenant] = len(chunks)
         turns = FLOOD_S / HELD_TURN_S
-        assert 1 <= reads[True] <= turns + 10, reads  # at most one chunk per turn (and the first one)
-        assert reads[False] > 2 * turns, reads  # the flood could have taken far more: the turns bound it
+        assert 1 <= reads["mallory"] <= turns + 10, reads  # at most one chunk per turn (and the first one)
+        assert reads[None] > 2 * turns, reads  # the flood could have taken far more: the turns bound it
+    finally:
+        watcher.close()
+        loop.close()
+
+
+def test_turns_go_round_the_tenants_so_many_floods_of_one_do_not_crowd_out_another():
+    """Held streams were read in turn one by one: a tenant flooding in six containers took six turns
+    for every one of another tenant's container printing much (a seventh of the reads). Turns go
+    round the tenants first: the lone stream gets about every other one."""
+    loop = EventLoopThread("test-fd-watcher-tenants")
+    watcher = FdWatcher(loop)
+    try:
+        with contextlib.ExitStack() as floods:
+            mallory = [floods.enter_context(flooded_pipe(watcher, "mallory")) for _ in range(MALLORY_FLOODS)]
+            guest, _, _ = floods.enter_context(flooded_pipe(watcher, "guest"))
+            time.sleep(FLOOD_S)
+            counted = len(guest), sum(len(chunks) for chunks, _, _ in mallory)
+        guest_reads, mallory_reads = counted
+        assert guest_reads >= 0.4 * (guest_reads + mallory_reads), counted  # a seventh before
+        assert mallory_reads >= MALLORY_FLOODS, counted  # every flood is still read
     finally:
         watcher.close()
         loop.close()
@@ -85,7 +108,7 @@ def test_held_chunks_that_take_long_to_read_space_the_turns_out():
     loop = EventLoopThread("test-fd-watcher-spacing")
     watcher = FdWatcher(loop)
     try:
-        with flooded_pipe(watcher, held=True, reading_s=READING_S) as (chunks, stop, _):
+        with flooded_pipe(watcher, "mallory", reading_s=READING_S) as (chunks, stop, _):
             time.sleep(FLOOD_S)
             stop.set()
             read = len(chunks)
@@ -99,7 +122,7 @@ def test_a_held_stream_still_reaches_its_end_and_an_unwatched_one_is_never_read_
     loop = EventLoopThread("test-fd-watcher-end")
     watcher = FdWatcher(loop)
     try:
-        with flooded_pipe(watcher, held=True) as (chunks, stop, write_end):
+        with flooded_pipe(watcher, "mallory") as (chunks, stop, write_end):
             time.sleep(0.05)
             stop.set()
             time.sleep(0.01)
@@ -110,7 +133,7 @@ def test_a_held_stream_still_reaches_its_end_and_an_unwatched_one_is_never_read_
         os.set_blocking(read_end, False)
         late: list[bytes] = []
         os.write(other_write_end, b"y" * 1024)
-        watcher.watch_stream(read_end, lambda chunk: late.append(chunk) or True)
+        watcher.watch_stream(read_end, lambda chunk: late.append(chunk) or "mallory")
         wait_for(lambda: late, timeout=5, what="the first chunk")
         watcher.unwatch(read_end)  # while it waits for its turn
         os.write(other_write_end, b"z" * 1024)

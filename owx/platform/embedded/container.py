@@ -66,6 +66,7 @@ class Container(ABC):
         self.cgroup = Cgroup(f"{request.cgroup_parent}/{cid}")
         self.pid: int | None = None
         self.logs = LogCollector()
+        self.namespace: str | None = None  # the tenant it runs for, once assigned
         self.proxy: ProxyClient | None = None
         self._watcher = watcher
         self._notifier = notifier
@@ -86,7 +87,14 @@ class Container(ABC):
     # -- protocol ------------------------------------------------------------
     def assign(self, namespace: str) -> None:
         """Hand the container to ``namespace`` before its ``/init`` (a stem cell learns it when claimed).
-        Backends whose containers get their identity at creation do nothing here."""
+        Backends whose containers get their identity at creation only note it here."""
+        self.namespace = namespace
+
+    @property
+    def tenant(self) -> str:
+        """Whose turns the container's held output waits in (:class:`FdWatcher`): its namespace's, its
+        own before it has one."""
+        return self.namespace or self.id
 
     def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
         """``POST /init``; raises ProxyTimeout / ProxyUnreachable."""

@@ -20,16 +20,19 @@ from owx.common.eventloop import EventLoopThread
 
 log = logging.getLogger(__name__)
 
-# Takes a chunk (b"" means end of stream); True when the stream's reader may slow down now (its
-# writer prints much, or what it prints is dropped: see LogCollector.held)
-ReadCallback = Callable[[bytes], "bool | None"]
+# Takes a chunk (b"" means end of stream); answers whose turns the stream waits in before its next
+# chunk is read (its tenant's: its writer prints much, or what it prints is dropped, see
+# LogCollector.held), or None to read on
+ReadCallback = Callable[[bytes], "str | None"]
 EventCallback = Callable[[], None]
 CHUNK = 65536
 UNWATCH_WAIT_S = 5.0
-# Held streams are read one chunk per turn, in turn, the next turn at least HELD_TURN_S and
-# HELD_SPACING times the last held chunk's reading after it: together they take at most a tenth
-# of the loop (and 500 chunks, 32 MB, a second), however many containers print and however short
-# their lines, and their writers wait for their own pipes meanwhile.
+# Held streams are read one chunk per turn, the next turn at least HELD_TURN_S and HELD_SPACING
+# times the last held chunk's reading after it: together they take at most a tenth of the loop (and
+# 500 chunks, 32 MB, a second), however many containers print and however short their lines, and
+# their writers wait for their own pipes meanwhile. Turns go round the tenants, and round each
+# tenant's streams: a tenant printing in many containers at once gets no more turns than one
+# printing in one.
 HELD_TURN_S = 0.002
 HELD_SPACING = 9.0
 
@@ -40,13 +43,15 @@ class FdWatcher:
     def __init__(self, loop: EventLoopThread) -> None:
         self._loop = loop
         self._fds: set[int] = set()  # touched on the loop only
-        self._held: dict[int, ReadCallback] = {}  # streams waiting for their turn, in order
+        self._held: dict[str, dict[int, ReadCallback]] = {}  # streams waiting for their turn, by tenant, in turn
+        self._tenant_of: dict[int, str] = {}  # each held stream's tenant
         self._turn: asyncio.TimerHandle | None = None
 
     def watch_stream(self, fd: int, on_data: ReadCallback) -> None:
         """Call ``on_data(chunk)`` for everything readable on ``fd`` (non-blocking); ``b""`` once at EOF
-        (then it is unwatched). When it answers True, ``fd`` waits for its turn (``HELD_TURN_S``)
-        before its next chunk is read: its writer blocks on its full pipe meanwhile."""
+        (then it is unwatched). When it answers a tenant, ``fd`` waits for its turn among that
+        tenant's held streams (``HELD_TURN_S``) before its next chunk is read: its writer blocks on
+        its full pipe meanwhile."""
         self._loop.call(self._add, fd, self._stream, fd, on_data)
 
     def watch_event(self, fd: int, on_event: EventCallback, once: bool = True) -> None:
@@ -84,8 +89,14 @@ class FdWatcher:
     def _remove(self, fd: int) -> None:
         if fd in self._fds:
             self._fds.discard(fd)
-            if self._held.pop(fd, None) is None:  # a held stream has no reader until its turn
+            tenant = self._tenant_of.pop(fd, None)
+            if tenant is None:
                 self._loop.loop.remove_reader(fd)
+                return
+            streams = self._held[tenant]  # a held stream has no reader until its turn
+            del streams[fd]
+            if not streams:
+                del self._held[tenant]
 
     def _stream(self, fd: int, on_data: ReadCallback) -> None:
         started = time.perf_counter()
@@ -97,15 +108,18 @@ class FdWatcher:
             chunk = b""
         if not chunk:
             self._remove(fd)
-        if _safe(on_data, chunk) is True and chunk and fd in self._fds:
-            self._hold(fd, on_data, time.perf_counter() - started)
+        tenant = _safe(on_data, chunk)
+        if isinstance(tenant, str) and chunk and fd in self._fds:
+            self._hold(fd, on_data, tenant, time.perf_counter() - started)
 
-    def _hold(self, fd: int, on_data: ReadCallback, spent_s: float) -> None:
-        """Stop reading ``fd`` until its turn comes (the held streams are read one per turn, in turn),
-        and put the next turn off until reading this chunk (``spent_s``) is paid for."""
+    def _hold(self, fd: int, on_data: ReadCallback, tenant: str, spent_s: float) -> None:
+        """Stop reading ``fd`` until its turn comes (one held stream per turn, round the tenants and
+        round each tenant's streams), and put the next turn off until reading this chunk
+        (``spent_s``) is paid for."""
         loop = self._loop.loop
         loop.remove_reader(fd)
-        self._held[fd] = on_data
+        self._held.setdefault(tenant, {})[fd] = on_data  # a tenant with no stream held joins the round last
+        self._tenant_of[fd] = tenant
         delay = max(HELD_TURN_S, HELD_SPACING * spent_s)
         if self._turn is None or self._turn.when() < loop.time() + delay:
             if self._turn is not None:
@@ -116,8 +130,12 @@ class FdWatcher:
         self._turn = None
         if not self._held:
             return
-        fd = next(iter(self._held))
-        self._loop.loop.add_reader(fd, self._stream, fd, self._held.pop(fd))
+        tenant, streams = next(iter(self._held.items()))
+        fd, on_data = next(iter(streams.items()))
+        del streams[fd], self._tenant_of[fd], self._held[tenant]
+        if streams:
+            self._held[tenant] = streams  # its next stream waits for the tenant's next round
+        self._loop.loop.add_reader(fd, self._stream, fd, on_data)
         if self._held:
             self._turn = self._loop.loop.call_later(HELD_TURN_S, self._next_turn)
 

@@ -235,12 +235,13 @@ class _Demuxer:
         self.container = container
         self.buffer = b""
 
-    def feed(self, chunk: bytes) -> bool:
-        """Take a chunk of the attach stream; True when its reader may slow down (see LogCollector.held)."""
+    def feed(self, chunk: bytes) -> str | None:
+        """Take a chunk of the attach stream; the container's tenant when its reader may slow down
+        (see LogCollector.held), else None."""
         if not chunk:
             for stream in STREAM_NAMES.values():
                 self.container.logs.feed(stream, b"")
-            return False
+            return None
         self.buffer += chunk
         while len(self.buffer) >= self.HEADER.size:
             kind, size = self.HEADER.unpack_from(self.buffer)
@@ -249,4 +250,4 @@ class _Demuxer:
                 break
             payload, self.buffer = self.buffer[self.HEADER.size : end], self.buffer[end:]
             self.container.logs.feed(STREAM_NAMES.get(kind, "stdout"), payload)
-        return self.container.logs.held()
+        return self.container.tenant if self.container.logs.held() else None

@@ -89,7 +89,6 @@ class ProcessContainer(Container):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.uid: int | None = None
-        self.namespace: str | None = None
         self._backend: ProcessBackend | None = None
         self._socket: Path | None = None
         self._control: socket.socket | None = None  # to the container's pid 1; closing it ends the container
@@ -137,12 +136,12 @@ class ProcessContainer(Container):
             self._watcher.watch_stream(fd, partial(self._feed, fd, stream))
         self._watch(pid)
 
-    def _feed(self, fd: int, stream: str, chunk: bytes) -> bool:
+    def _feed(self, fd: int, stream: str, chunk: bytes) -> str | None:
         held = self.logs.feed(stream, chunk)
         if not chunk:
             self._outputs.pop(stream, None)
             os.close(fd)
-        return held
+        return self.tenant if held else None
 
     def drain_output(self) -> None:
         for stream, fd in list(self._outputs.items()):
@@ -167,7 +166,7 @@ class ProcessContainer(Container):
         finally:
             for fd in trees:
                 os.close(fd)
-        self.namespace = namespace
+        super().assign(namespace)
 
     def _fork(self, zygote: Zygote | None, plan: ContainerPlan, fds: list[int]) -> int | None:
         if zygote is None:
