@@ -105,6 +105,7 @@ class RunOutcome:
     failure: Literal["timeout", "oom", "exited", "init", None] = None
     annotations: list[dict[str, Any]] = field(default_factory=list)  # extra record annotations (e.g. Canary's)
     checked: bool = False  # ``result`` is known to be storable JSON (parsed strictly): no need to walk it
+    logs_checked: bool = False  # ``logs`` are the platform's collector's: text within the log limit, counted
 
     @property
     def duration_ms(self) -> int:

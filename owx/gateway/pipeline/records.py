@@ -112,15 +112,16 @@ def component_error(exc: ApiError) -> dict[str, Any]:
     return {"error": SEQUENCE_COMPONENT_NOT_FOUND if exc.status == 404 else exc.message}
 
 
-def run_logs(lines: Any, limit_bytes: int, developer_error: bool) -> list[str]:
-    """An action run's logs as its record keeps them (`stored_logs`), as OpenWhisk's invoker collects
-    them: none at a limit of 0, and a developer error's end with its warning that some may be missing
-    (once: an upstream OpenWhisk's record has it already)."""
+def run_logs(lines: Any, limit_bytes: int, developer_error: bool, checked: bool = False) -> list[str]:
+    """An action run's logs as its record keeps them (`stored_logs`; ``checked``: lines the platform's
+    collector kept within this limit, taken as they are), as OpenWhisk's invoker collects them: none
+    at a limit of 0, and a developer error's end with its warning that some may be missing (once: an
+    upstream OpenWhisk's record has it already)."""
     if limit_bytes == 0:
         return []
-    kept = stored_logs(lines, limit_bytes)
+    kept = lines if checked else stored_logs(lines, limit_bytes)
     if developer_error and not (kept and kept[-1].endswith(DEVELOPER_ERROR_LOG_MESSAGE)):
-        kept.append(loglines.line(time.time(), "stderr", DEVELOPER_ERROR_LOG_MESSAGE))
+        kept = [*kept, loglines.line(time.time(), "stderr", DEVELOPER_ERROR_LOG_MESSAGE)]
     return kept
 
 
@@ -161,7 +162,7 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
     answer = response(outcome.status, outcome.result, max_result_bytes, outcome.checked)
     log_limit = action.limits["logs"] * MB
     logs = (stored_logs(outcome.logs, log_limit) if action.kind == "sequence"  # its components' ids
-            else run_logs(outcome.logs, log_limit, answer["status"] == DEVELOPER_ERROR))
+            else run_logs(outcome.logs, log_limit, answer["status"] == DEVELOPER_ERROR, outcome.logs_checked))
     record = {
         "activationId": activation_id,
         "namespace": subject,

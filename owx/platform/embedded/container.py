@@ -92,8 +92,8 @@ class Container(ABC):
 
     @property
     def tenant(self) -> str:
-        """Whose turns the container's held output waits in (:class:`FdWatcher`): its namespace's, its
-        own before it has one."""
+        """Whose share of the loop reading the container's output takes (:class:`FdWatcher`): its
+        namespace's, its own before it has one."""
         return self.namespace or self.id
 
     def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
@@ -114,8 +114,9 @@ class Container(ABC):
     def drain_output(self) -> None:
         """Feed the log collector what the container's output holds right now, from the platform's
         event loop (a runtime writes its sentinels before it answers ``/run``, so after an answer
-        its activation's lines are usually complete without waiting for the next readiness event).
-        Backends that cannot read their output directly do nothing."""
+        its activation's lines are usually complete without waiting for the next readiness event),
+        as the fd watcher reads it (:meth:`FdWatcher.read_now`). Backends that cannot read their
+        output directly do nothing."""
 
     # -- liveness ------------------------------------------------------------
     def is_alive(self) -> bool:

@@ -618,6 +618,7 @@ class ContainerPool:
             node=self.node,
             memory_peak_bytes=peak,
             failure=failure,
+            logs_checked=True,
         )
 
     def _failure(self, status, message: str, started: float) -> RunOutcome:

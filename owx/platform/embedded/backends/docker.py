@@ -176,7 +176,7 @@ class DockerContainer(Container):
         self._attach = api.attach_socket(self.id, params={"stdout": 1, "stderr": 1, "stream": 1})
         fd = self._attach.fileno()
         os.set_blocking(fd, False)
-        self._watcher.watch_stream(fd, _Demuxer(self).feed)
+        self._watcher.watch_stream(fd, _Demuxer(self).feed, lambda: self.tenant)
         api.start(self.id)
         state = api.inspect_container(self.id)
         address = state["NetworkSettings"]["Networks"][network]["IPAddress"]
@@ -235,13 +235,12 @@ class _Demuxer:
         self.container = container
         self.buffer = b""
 
-    def feed(self, chunk: bytes) -> str | None:
-        """Take a chunk of the attach stream; the container's tenant when its reader may slow down
-        (see LogCollector.held), else None."""
+    def feed(self, chunk: bytes) -> bool:
+        """Take a chunk of the attach stream; True when its reader may slow down (see LogCollector.held)."""
         if not chunk:
             for stream in STREAM_NAMES.values():
                 self.container.logs.feed(stream, b"")
-            return None
+            return False
         self.buffer += chunk
         while len(self.buffer) >= self.HEADER.size:
             kind, size = self.HEADER.unpack_from(self.buffer)
@@ -250,4 +249,4 @@ class _Demuxer:
                 break
             payload, self.buffer = self.buffer[self.HEADER.size : end], self.buffer[end:]
             self.container.logs.feed(STREAM_NAMES.get(kind, "stdout"), payload)
-        return self.container.tenant if self.container.logs.held() else None
+        return self.container.logs.held()

@@ -33,7 +33,7 @@ from owx.platform.embedded.container import Backend, Container, ContainerRequest
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
-from owx.platform.embedded.watcher import CHUNK, FdWatcher
+from owx.platform.embedded.watcher import FdWatcher
 from owx.platform.settings import PlatformSettings
 from owx.platform.types import PYTHON_KINDS
 from owx.runtimes import fd_messages, kernel
@@ -133,24 +133,19 @@ class ProcessContainer(Container):
         for fd, stream in ((out_r, "stdout"), (err_r, "stderr")):
             os.set_blocking(fd, False)
             self._outputs[stream] = fd
-            self._watcher.watch_stream(fd, partial(self._feed, fd, stream))
+            self._watcher.watch_stream(fd, partial(self._feed, fd, stream), lambda: self.tenant)
         self._watch(pid)
 
-    def _feed(self, fd: int, stream: str, chunk: bytes) -> str | None:
+    def _feed(self, fd: int, stream: str, chunk: bytes) -> bool:
         held = self.logs.feed(stream, chunk)
         if not chunk:
             self._outputs.pop(stream, None)
             os.close(fd)
-        return self.tenant if held else None
+        return held
 
     def drain_output(self) -> None:
-        for stream, fd in list(self._outputs.items()):
-            try:
-                chunk = os.read(fd, CHUNK)
-            except OSError:  # nothing there now (or closed): the watcher sees the rest
-                continue
-            if chunk:  # the end of a stream is left to the watcher, which closes the pipe
-                self.logs.feed(stream, chunk)
+        for fd in list(self._outputs.values()):
+            self._watcher.read_now(fd)  # within the tenant's share of the loop, as the watcher reads
 
     def assign(self, namespace: str) -> None:
         """Start the runtime for ``namespace``: its gid, and its directory mounted if it has one."""
