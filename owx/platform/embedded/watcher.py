@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 # Takes a chunk (b"" means end of stream); True when the stream's reader may slow down now (its
 # writer prints much, or what it prints is dropped: see LogCollector.held)
 ReadCallback = Callable[[bytes], "bool | None"]
-Tenant = Callable[[], str]  # whose share of the loop a stream's reading takes (a container's namespace)
+TenantOf = Callable[[], str]  # whose share of the loop a stream's reading takes (a container's namespace)
 EventCallback = Callable[[], None]
 CHUNK = 65536
 UNWATCH_WAIT_S = 5.0
@@ -52,21 +52,21 @@ class FdWatcher:
         self._fds: set[int] = set()  # touched on the loop only
         # streams not read now, by tenant, in order: held (waiting for their turn), or of a tenant past
         # its share (waiting for it to pay); each such stream's tenant
-        self._held: dict[str, dict[int, tuple[ReadCallback, Tenant]]] = {}
+        self._held: dict[str, dict[int, tuple[ReadCallback, TenantOf]]] = {}
         self._held_by: dict[int, str] = {}
-        self._paying: dict[str, dict[int, tuple[ReadCallback, Tenant]]] = {}
+        self._paying: dict[str, dict[int, tuple[ReadCallback, TenantOf]]] = {}
         self._paying_by: dict[int, str] = {}
-        self._streams: dict[int, tuple[ReadCallback, Tenant]] = {}  # the watched streams' readers
+        self._streams: dict[int, tuple[ReadCallback, TenantOf]] = {}  # the watched streams' readers
         self._owed: dict[str, tuple[float, float]] = {}  # tenant -> (reading beyond its share, as of)
         self._turn: asyncio.TimerHandle | None = None
 
-    def watch_stream(self, fd: int, on_data: ReadCallback, tenant: Tenant) -> None:
+    def watch_stream(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf) -> None:
         """Call ``on_data(chunk)`` for everything readable on ``fd`` (non-blocking); ``b""`` once at EOF
-        (then it is unwatched). When it answers True, ``fd`` waits for its turn among ``tenant()``'s
+        (then it is unwatched). When it answers True, ``fd`` waits for its turn among ``tenant_of()``'s
         held streams (``HELD_TURN_S``) before its next chunk is read, and it waits too while that
         tenant's reading is past its share (``READ_SHARE``): its writer blocks on its full pipe
         meanwhile."""
-        self._loop.call(self._add_stream, fd, on_data, tenant)
+        self._loop.call(self._add_stream, fd, on_data, tenant_of)
 
     def read_now(self, fd: int) -> None:
         """Read the watched stream ``fd`` once now, from the loop, as its readiness would (unless it is
@@ -107,9 +107,9 @@ class FdWatcher:
         self._fds.add(fd)
         self._loop.loop.add_reader(fd, callback, *args)
 
-    def _add_stream(self, fd: int, on_data: ReadCallback, tenant: Tenant) -> None:
-        self._streams[fd] = (on_data, tenant)
-        self._add(fd, self._stream, fd, on_data, tenant)
+    def _add_stream(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf) -> None:
+        self._streams[fd] = (on_data, tenant_of)
+        self._add(fd, self._stream, fd, on_data, tenant_of)
 
     def _remove(self, fd: int) -> None:
         if fd not in self._fds:
@@ -126,7 +126,7 @@ class FdWatcher:
                 return
         self._loop.loop.remove_reader(fd)
 
-    def _stream(self, fd: int, on_data: ReadCallback, tenant_of: Tenant) -> None:
+    def _stream(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf) -> None:
         tenant = tenant_of()
         if self._owing(tenant) > READ_BURST_S:
             self._wait_to_pay(fd, on_data, tenant_of, tenant)
@@ -166,7 +166,7 @@ class FdWatcher:
         spent_s, since = owed
         return max(0.0, spent_s - (self._loop.loop.time() - since) * READ_SHARE)
 
-    def _wait_to_pay(self, fd: int, on_data: ReadCallback, tenant_of: Tenant, tenant: str) -> None:
+    def _wait_to_pay(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf, tenant: str) -> None:
         """Stop reading ``fd`` until ``tenant``'s share has paid for its reading beyond the burst."""
         self._loop.loop.remove_reader(fd)
         first = tenant not in self._paying
@@ -181,7 +181,7 @@ class FdWatcher:
             del self._paying_by[fd]
             self._loop.loop.add_reader(fd, self._stream, fd, on_data, tenant_of)
 
-    def _hold(self, fd: int, on_data: ReadCallback, tenant_of: Tenant, tenant: str, spent_s: float) -> None:
+    def _hold(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf, tenant: str, spent_s: float) -> None:
         """Stop reading ``fd`` until its turn comes (one held stream per turn, round the tenants and
         round each tenant's streams), and put the next turn off until reading this chunk
         (``spent_s``) is paid for."""
