@@ -50,12 +50,8 @@ class FdWatcher:
     def __init__(self, loop: EventLoopThread) -> None:
         self._loop = loop
         self._fds: set[int] = set()  # touched on the loop only
-        # streams not read now, by tenant, in order: held (waiting for their turn), or of a tenant past
-        # its share (waiting for it to pay); each such stream's tenant
-        self._held: dict[str, dict[int, tuple[ReadCallback, TenantOf]]] = {}
-        self._held_by: dict[int, str] = {}
-        self._paying: dict[str, dict[int, tuple[ReadCallback, TenantOf]]] = {}
-        self._paying_by: dict[int, str] = {}
+        self._held = _Parked()  # streams waiting for their turn
+        self._paying = _Parked()  # streams of tenants past their share, waiting for it to pay
         self._streams: dict[int, tuple[ReadCallback, TenantOf]] = {}  # the watched streams' readers
         self._owed: dict[str, tuple[float, float]] = {}  # tenant -> (reading beyond its share, as of)
         self._turn: asyncio.TimerHandle | None = None
@@ -72,7 +68,7 @@ class FdWatcher:
         """Read the watched stream ``fd`` once now, from the loop, as its readiness would (unless it is
         held or its tenant is past its share: it is read later)."""
         reader = self._streams.get(fd)
-        if reader is not None and fd not in self._held_by and fd not in self._paying_by:
+        if reader is not None and fd not in self._held and fd not in self._paying:
             self._stream(fd, *reader)
 
     def watch_event(self, fd: int, on_event: EventCallback, once: bool = True) -> None:
@@ -116,20 +112,13 @@ class FdWatcher:
             return
         self._fds.discard(fd)
         self._streams.pop(fd, None)
-        for waiting, tenant_of in ((self._held, self._held_by), (self._paying, self._paying_by)):
-            tenant = tenant_of.pop(fd, None)
-            if tenant is not None:  # a waiting stream has no reader
-                streams = waiting[tenant]
-                del streams[fd]
-                if not streams:
-                    del waiting[tenant]
-                return
-        self._loop.loop.remove_reader(fd)
+        if not (self._held.discard(fd) or self._paying.discard(fd)):  # a parked stream has no reader
+            self._loop.loop.remove_reader(fd)
 
     def _stream(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf) -> None:
         tenant = tenant_of()
         if self._owing(tenant) > READ_BURST_S:
-            self._wait_to_pay(fd, on_data, tenant_of, tenant)
+            self._wait_to_pay(fd, tenant)
             return
         started = time.perf_counter()
         try:
@@ -146,9 +135,9 @@ class FdWatcher:
         if not chunk or fd not in self._fds:
             return
         if hold:
-            self._hold(fd, on_data, tenant_of, tenant, spent_s)
+            self._hold(fd, tenant, spent_s)
         elif owing > READ_BURST_S:
-            self._wait_to_pay(fd, on_data, tenant_of, tenant)
+            self._wait_to_pay(fd, tenant)
 
     def _spend(self, tenant: str, spent_s: float) -> float:
         """Count ``spent_s`` of reading against ``tenant``'s share; what it owes now."""
@@ -166,29 +155,31 @@ class FdWatcher:
         spent_s, since = owed
         return max(0.0, spent_s - (self._loop.loop.time() - since) * READ_SHARE)
 
-    def _wait_to_pay(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf, tenant: str) -> None:
+    def _wait_to_pay(self, fd: int, tenant: str) -> None:
         """Stop reading ``fd`` until ``tenant``'s share has paid for its reading beyond the burst."""
-        self._loop.loop.remove_reader(fd)
-        first = tenant not in self._paying
-        self._paying.setdefault(tenant, {})[fd] = (on_data, tenant_of)
-        self._paying_by[fd] = tenant
+        first = not self._paying.has(tenant)
+        self._park(self._paying, fd, tenant)
         if first:
             paid_in = (self._owing(tenant) - READ_BURST_S) / READ_SHARE
             self._loop.loop.call_later(paid_in, self._paid, tenant)
 
     def _paid(self, tenant: str) -> None:
-        for fd, (on_data, tenant_of) in self._paying.pop(tenant, {}).items():
-            del self._paying_by[fd]
-            self._loop.loop.add_reader(fd, self._stream, fd, on_data, tenant_of)
+        for fd in self._paying.take(tenant):
+            self._resume(fd)
 
-    def _hold(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf, tenant: str, spent_s: float) -> None:
+    def _park(self, parked: _Parked, fd: int, tenant: str) -> None:
+        self._loop.loop.remove_reader(fd)
+        parked.add(fd, tenant)
+
+    def _resume(self, fd: int) -> None:
+        self._loop.loop.add_reader(fd, self._stream, fd, *self._streams[fd])
+
+    def _hold(self, fd: int, tenant: str, spent_s: float) -> None:
         """Stop reading ``fd`` until its turn comes (one held stream per turn, round the tenants and
         round each tenant's streams), and put the next turn off until reading this chunk
         (``spent_s``) is paid for."""
         loop = self._loop.loop
-        loop.remove_reader(fd)
-        self._held.setdefault(tenant, {})[fd] = (on_data, tenant_of)  # a tenant with none held joins the round last
-        self._held_by[fd] = tenant
+        self._park(self._held, fd, tenant)
         delay = max(HELD_TURN_S, HELD_SPACING * spent_s)
         if self._turn is None or self._turn.when() < loop.time() + delay:
             if self._turn is not None:
@@ -199,12 +190,7 @@ class FdWatcher:
         self._turn = None
         if not self._held:
             return
-        tenant, streams = next(iter(self._held.items()))
-        fd, (on_data, tenant_of) = next(iter(streams.items()))
-        del streams[fd], self._held_by[fd], self._held[tenant]
-        if streams:
-            self._held[tenant] = streams  # its next stream waits for the tenant's next round
-        self._loop.loop.add_reader(fd, self._stream, fd, on_data, tenant_of)
+        self._resume(self._held.next_in_round())
         if self._held:
             self._turn = self._loop.loop.call_later(HELD_TURN_S, self._next_turn)
 
@@ -217,6 +203,54 @@ class FdWatcher:
             except OSError:
                 pass
         _safe(on_event)
+
+
+class _Parked:
+    """Streams not read for now, by tenant: tenants in the order they came, each one's streams too."""
+
+    def __init__(self) -> None:
+        self._by_tenant: dict[str, dict[int, None]] = {}
+        self._tenant_of: dict[int, str] = {}
+
+    def __contains__(self, fd: int) -> bool:
+        return fd in self._tenant_of
+
+    def __bool__(self) -> bool:
+        return bool(self._tenant_of)
+
+    def has(self, tenant: str) -> bool:
+        return tenant in self._by_tenant
+
+    def add(self, fd: int, tenant: str) -> None:
+        self._by_tenant.setdefault(tenant, {})[fd] = None  # a tenant with none parked comes last
+        self._tenant_of[fd] = tenant
+
+    def discard(self, fd: int) -> bool:
+        """Forget ``fd``; whether it was parked."""
+        tenant = self._tenant_of.pop(fd, None)
+        if tenant is None:
+            return False
+        streams = self._by_tenant[tenant]
+        del streams[fd]
+        if not streams:
+            del self._by_tenant[tenant]
+        return True
+
+    def next_in_round(self) -> int:
+        """Take the first tenant's first stream; that tenant's next one waits for its next round."""
+        tenant, streams = next(iter(self._by_tenant.items()))
+        fd = next(iter(streams))
+        self.discard(fd)
+        if tenant in self._by_tenant:
+            self._by_tenant[tenant] = self._by_tenant.pop(tenant)  # to the end of the round
+        return fd
+
+    def take(self, tenant: str) -> list[int]:
+        """Take every stream of ``tenant``."""
+        streams = list(self._by_tenant.get(tenant, ()))
+        for fd in streams:
+            self.discard(fd)
+        return streams
 
 
 def _safe(callback: Callable[..., object], *args: object) -> object:
