@@ -178,9 +178,9 @@ CONDUCTING = "def main(args):\n    return args['answer'] if 'answer' in args els
 def conductor(gateway) -> str:
     """A conductor action whose first step returns whatever its ``answer`` parameter holds."""
     http = gateway.session()
-    for name, code, annotations in (("fuzz-inc", INC, []),
-                                    ("fuzz-conductor", CONDUCTING, [{"key": "conductor", "value": True}])):
-        body = {"exec": {"kind": "python:3", "code": code}, "annotations": annotations}
+    for name, code, marks in (("fuzz-inc", INC, []),
+                              ("fuzz-conductor", CONDUCTING, [{"key": "conductor", "value": True}])):
+        body = {"exec": {"kind": "python:3", "code": code}, "annotations": marks}
         assert http.put(gateway.api(f"actions/{name}"), json=body, params={"overwrite": "true"}).status_code == 200
     return gateway.api("actions/fuzz-conductor")
 

@@ -22,8 +22,9 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+import pytest
 
-from isolation_support import PIDS_MAX, SMALL_TMP_MB, host_pids_with
+from isolation_support import PIDS_MAX, SMALL_TMP_MB, Tenant, add_tenant, host_pids_with
 from tests.fixtures.polling import wait_for
 from tests.fixtures.sockets import listening
 
@@ -370,6 +371,7 @@ def test_a_tenant_printing_short_lines_within_its_limit_gets_a_bounded_share_of_
 CHATTY_AT_ONCE = 8
 CHATTY_AT_ONCE_LINES = 20_000  # within each activation's first MiB: read as they come
 VICTIM_P50_MS = 20.0  # a GET's p50 here: 0.5 ms idle, 88-96 ms beside the attacker before it had a share
+VICTIM_MEAN_MS = 10.0  # and its mean: 3.0-3.7 ms, 26-49 ms beside four namespaces each with a share of its own
 LATENCY_CLIENT = """
 import statistics, sys, time, requests
 session = requests.Session(); session.auth = tuple(sys.argv[2].split(":", 1))
@@ -377,25 +379,30 @@ took, until = [], time.monotonic() + float(sys.argv[3])
 while time.monotonic() < until:
     started = time.perf_counter(); answer = session.get(sys.argv[1]); took.append(time.perf_counter() - started)
     assert answer.status_code == 200, answer.status_code
-print(statistics.median(took) * 1000)
+print(statistics.median(took) * 1000, statistics.mean(took) * 1000)
 """
 
 
-def test_a_tenant_printing_in_many_activations_at_once_leaves_other_tenants_requests_fast(instance):
+@pytest.mark.parametrize("namespaces", [1, 4])
+def test_a_tenant_printing_in_many_activations_at_once_leaves_other_tenants_requests_fast(instance, namespaces):
     """Eight activations printing 20,000 short lines at a time are read as they come (each within its
     first MiB), and that reading took 0.74 of the loop's core: another tenant's requests waited
     behind it (a GET's p50 88-96 ms instead of 0.5). Each tenant's reading now takes at most its share
-    of the loop, so the victim barely notices; the attacker's logs are still whole."""
-    name = instance.attacker.put(CHATTY, limits={"timeout": 60000, "memory": 128})
+    of the loop, so the victim barely notices; the attacker's logs are still whole. Spread over four
+    namespaces of the attacker, each with a share of its own, the same eight gave the victim a p50 of
+    8-54 ms and a mean of 26-49: tenants printing together split one share."""
+    attackers = [instance.attacker, *(add_tenant(instance.gateway, f"mallory{n}") for n in range(1, namespaces))]
+    names = [attacker.put(CHATTY, limits={"timeout": 60000, "memory": 128}) for attacker in attackers]
     victim = instance.victim.put("def main(args):\n    return {}\n")
     until = time.monotonic() + 10
     records: list[dict] = []
 
-    def again() -> None:
+    def again(attacker: Tenant, name: str) -> None:
         while time.monotonic() < until:
-            records.append(instance.attacker.invoke(name, n=CHATTY_AT_ONCE_LINES))
+            records.append(attacker.invoke(name, n=CHATTY_AT_ONCE_LINES))
 
-    printing = [threading.Thread(target=again) for _ in range(CHATTY_AT_ONCE)]
+    printing = [threading.Thread(target=again, args=(attackers[n % namespaces], names[n % namespaces]))
+                for n in range(CHATTY_AT_ONCE)]
     for thread in printing:
         thread.start()
     time.sleep(3)
@@ -404,7 +411,8 @@ def test_a_tenant_printing_in_many_activations_at_once_leaves_other_tenants_requ
     for thread in printing:
         thread.join(120)
     assert measured.returncode == 0, measured.stderr
-    assert float(measured.stdout) < VICTIM_P50_MS, f"the victim's GET p50 was {float(measured.stdout):.1f} ms"
+    p50_ms, mean_ms = map(float, measured.stdout.split())
+    assert p50_ms < VICTIM_P50_MS and mean_ms < VICTIM_MEAN_MS, f"the victim's GET p50 {p50_ms:.1f} ms, mean {mean_ms:.1f}"
     assert records and all(len(r["logs"]) == CHATTY_AT_ONCE_LINES for r in records)
 
 

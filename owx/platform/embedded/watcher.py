@@ -35,13 +35,16 @@ UNWATCH_WAIT_S = 5.0
 # printing in one.
 HELD_TURN_S = 0.002
 HELD_SPACING = 9.0
-# Each tenant's reading, held or not, takes at most READ_SHARE of the loop, in bursts of at most
-# READ_BURST_S: a tenant past that has its streams read again once its share has paid for it (its
-# writers wait for their pipes meanwhile), however many of its containers print at once. Other
-# tenants' requests then wait behind little of its reading.
+# Tenants' reading, held or not, takes at most READ_SHARE of the loop, in bursts of at most
+# READ_BURST_S per tenant: a tenant past its share has its streams read again once its share has
+# paid for it (its writers wait for their pipes meanwhile), however many of its containers print at
+# once. A tenant reading alone has all of READ_SHARE; tenants reading past their shares together
+# split it equally, so an attacker printing in many namespaces takes no more of the loop than in one
+# (nor do the records of its output, which grow with it). Other tenants' requests then wait behind
+# little of their reading.
 READ_SHARE = 0.25
 READ_BURST_S = 0.005
-MAX_OWING = 4096  # tenants whose reading is accounted for; those that owe nothing are forgotten beyond
+RECOUNT_S = 0.01  # how often the tenants reading past their shares are counted (and the others forgotten)
 
 
 class FdWatcher:
@@ -53,15 +56,17 @@ class FdWatcher:
         self._held = _Parked()  # streams waiting for their turn
         self._paying = _Parked()  # streams of tenants past their share, waiting for it to pay
         self._streams: dict[int, tuple[ReadCallback, TenantOf]] = {}  # the watched streams' readers
-        self._owed: dict[str, tuple[float, float]] = {}  # tenant -> (reading beyond its share, as of)
+        self._owed: dict[str, tuple[float, float, float]] = {}  # tenant -> (reading beyond its share, as of, share)
+        self._share = READ_SHARE  # each tenant's share of the loop, as last counted
+        self._counted_at = 0.0
         self._turn: asyncio.TimerHandle | None = None
 
     def watch_stream(self, fd: int, on_data: ReadCallback, tenant_of: TenantOf) -> None:
         """Call ``on_data(chunk)`` for everything readable on ``fd`` (non-blocking); ``b""`` once at EOF
         (then it is unwatched). When it answers True, ``fd`` waits for its turn among ``tenant_of()``'s
         held streams (``HELD_TURN_S``) before its next chunk is read, and it waits too while that
-        tenant's reading is past its share (``READ_SHARE``): its writer blocks on its full pipe
-        meanwhile."""
+        tenant's reading is past its share (``READ_SHARE``, split among the tenants past theirs): its
+        writer blocks on its full pipe meanwhile."""
         self._loop.call(self._add_stream, fd, on_data, tenant_of)
 
     def read_now(self, fd: int) -> None:
@@ -140,27 +145,35 @@ class FdWatcher:
             self._wait_to_pay(fd, tenant)
 
     def _spend(self, tenant: str, spent_s: float) -> float:
-        """Count ``spent_s`` of reading against ``tenant``'s share; what it owes now."""
-        if len(self._owed) >= MAX_OWING and tenant not in self._owed:
-            self._owed = {t: owed for t, owed in self._owed.items() if self._owing(t) > 0}
+        """Count ``spent_s`` of reading against ``tenant``'s share (paid from now at the share as
+        counted now); what it owes now."""
+        now = self._loop.loop.time()
+        if now - self._counted_at > RECOUNT_S:
+            self._recount(now)
         owing = self._owing(tenant) + spent_s
-        self._owed[tenant] = (owing, self._loop.loop.time())
+        self._owed[tenant] = (owing, now, self._share)
         return owing
+
+    def _recount(self, now: float) -> None:
+        """Forget the tenants that owe nothing, and share READ_SHARE among those left."""
+        self._owed = {tenant: owed for tenant, owed in self._owed.items() if self._owing(tenant) > 0}
+        self._share = READ_SHARE / max(1, len(self._owed))
+        self._counted_at = now
 
     def _owing(self, tenant: str) -> float:
         """Reading time ``tenant`` took beyond its share, now."""
         owed = self._owed.get(tenant)
         if owed is None:
             return 0.0
-        spent_s, since = owed
-        return max(0.0, spent_s - (self._loop.loop.time() - since) * READ_SHARE)
+        spent_s, since, share = owed
+        return max(0.0, spent_s - (self._loop.loop.time() - since) * share)
 
     def _wait_to_pay(self, fd: int, tenant: str) -> None:
         """Stop reading ``fd`` until ``tenant``'s share has paid for its reading beyond the burst."""
         first = not self._paying.has(tenant)
         self._park(self._paying, fd, tenant)
         if first:
-            paid_in = (self._owing(tenant) - READ_BURST_S) / READ_SHARE
+            paid_in = (self._owing(tenant) - READ_BURST_S) / self._owed[tenant][2]
             self._loop.loop.call_later(paid_in, self._paid, tenant)
 
     def _paid(self, tenant: str) -> None:
