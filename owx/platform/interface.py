@@ -119,6 +119,12 @@ class Platform(ABC):
         :class:`PlatformError` as :meth:`run` does. By default always None."""
         return None
 
+    def charge_output(self, namespace: str, seconds: float) -> None:
+        """The caller's event loop (the platform's) spent ``seconds`` on output of ``namespace``'s
+        containers beyond reading it (the record its lines became): where the platform reads output on
+        that loop within each namespace's share of it, this counts against the share too. Call it on
+        that loop. By default nothing (the output is read elsewhere)."""
+
     @abstractmethod
     def nodes(self) -> list[NodeInfo]: ...
 

@@ -30,6 +30,7 @@ READING_S = 0.005  # what taking in 64 KiB of one-character lines costs, about
 MALLORY_FLOODS = 6
 COLLUDING = 8  # namespaces of one attacker, printing together
 COLLUDING_S = 1.0
+CHARGED_S = 0.05  # the loop's work on a tenant's records
 
 
 @contextmanager
@@ -148,6 +149,33 @@ def test_tenants_printing_together_take_no_more_of_the_loop_than_one_alone():
         assert sum(counted) <= allowed, (counted, allowed)  # 190 with a share per tenant
         assert min(counted) >= 3, counted  # each tenant still prints
     finally:
+        watcher.close()
+        loop.close()
+
+
+def test_work_charged_to_a_tenant_puts_its_reading_off_until_its_share_has_paid_for_it():
+    """The loop's work on the records of a tenant's lines is charged to its share as its reading is:
+    its streams are read again once the share has paid for both."""
+    loop = EventLoopThread("test-fd-watcher-charge")
+    watcher = FdWatcher(loop)
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    read: list[tuple[float, bytes]] = []
+    try:
+        watcher.watch_stream(read_end, lambda chunk: read.append((time.monotonic(), chunk)) and None,
+                             lambda: "mallory")
+        charged = threading.Event()
+        loop.call(lambda: (watcher.charge("mallory", CHARGED_S), charged.set()))
+        assert charged.wait(5)
+        written = time.monotonic()
+        os.write(write_end, b"x\n")
+        wait_for(lambda: read, timeout=10, what="the charged tenant's output")
+        waited = read[0][0] - written
+        assert waited >= 0.8 * (CHARGED_S - READ_BURST_S) / READ_SHARE, waited  # read at once without it
+    finally:
+        watcher.unwatch(read_end)
+        os.close(read_end)
+        os.close(write_end)
         watcher.close()
         loop.close()
 

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g., reserved properties)."
 DURABLE_WAIT_S = 60.0
 MAX_PLANS = 4096  # cached action revisions; the cache starts afresh beyond
+RECORD_BYTES = 1024  # a record's bytes besides its result and logs, about
 
 
 class Runner(Protocol):
@@ -309,7 +310,9 @@ class Invoker:
         try:
             completion = await self._completed(activation)
             if durable is not None:
+                started = time.perf_counter()
                 durable(completion)
+                self._charge_logs(activation, completion.record, time.perf_counter() - started)
             return self._observed(completion)
         finally:
             self._open.pop(activation.id, None)  # its record is stored: closing writes nothing for it
@@ -340,7 +343,9 @@ class Invoker:
         return await run_on_thread(self._threads, self._run, activation)
 
     async def _recorded(self, activation: Activation, ran: _Ran) -> Completion:
+        started = time.perf_counter()
         completion, stored = self._store(activation, ran)
+        self._charge_logs(activation, completion.record, time.perf_counter() - started)
         if not stored.done():  # the store could not make it durable at once: wait for its commit
             await asyncio.wrap_future(stored)
         stored.result()
@@ -352,6 +357,16 @@ class Invoker:
                                ran.outcome, self.max_result_bytes, activation.accepted_ms, activation.cause,
                                ran.duration_ms)
         return Completion.of(record, ran.platform_status), self.activations.put(record)
+
+    def _charge_logs(self, activation: Activation, record: dict[str, Any], spent_s: float) -> None:
+        """Charge the part of ``spent_s`` (the loop's work on ``record``) that its logs took, by their
+        share of its bytes, to the namespace whose containers printed them (`Platform.charge_output`):
+        an activation's printing costs the loop again when its lines are recorded and answered."""
+        logs = record["logs"]
+        if logs:
+            logs_bytes = sum(map(len, logs)) + 3 * len(logs)  # each line's quotes and separator
+            share = logs_bytes / (logs_bytes + record["response"]["size"] + RECORD_BYTES)
+            self.platform.charge_output(activation.plan.spec.namespace, spent_s * share)
 
     def _observed(self, completion: Completion) -> Completion:
         for observe in self.record_observers:

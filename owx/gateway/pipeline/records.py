@@ -186,7 +186,7 @@ def _fitted(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` with its logs cut further if it would still be over the stores' document limit
     (a result limit and log limit configured together above it)."""
     logs = record["logs"]
-    logs_at_most = sum(MAX_ESCAPED * len(line) + 3 for line in logs) if logs else 0
+    logs_at_most = MAX_ESCAPED * sum(map(len, logs)) + 3 * len(logs)
     if record["response"]["size"] + logs_at_most + RECORD_SLACK < MAX_DOC_BYTES - MAX_DOC_BYTES // 4 \
             and len(record["annotations"]) <= BUILT_ANNOTATIONS:
         return record  # far below the limit (the annotations of build's own, small): not worth measuring

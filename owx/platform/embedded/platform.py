@@ -80,6 +80,9 @@ class EmbeddedPlatform(Platform):
             return RunOutcome(INTERNAL_ERROR, {"error": where}, [], 0, 0, node=node or "")
         return target.pool.run(spec, request, claim=claim)
 
+    def charge_output(self, namespace: str, seconds: float) -> None:
+        self.watcher.charge(namespace, seconds)
+
     async def run_warm(self, spec: ActionSpec, request: RunRequest) -> RunOutcome | None:
         """On the node that has ``spec`` warm (the first, when several have; a node alone is asked
         directly: its pool answers None when it has none)."""

@@ -76,6 +76,11 @@ class FdWatcher:
         if reader is not None and fd not in self._held and fd not in self._paying:
             self._stream(fd, *reader)
 
+    def charge(self, tenant: str, seconds: float) -> None:
+        """Count ``seconds`` more of the loop against ``tenant``'s share, as if spent reading its output
+        (call it on the loop): its streams wait for the share to pay for it."""
+        self._spend(tenant, seconds)
+
     def watch_event(self, fd: int, on_event: EventCallback, once: bool = True) -> None:
         """Call ``on_event()`` when ``fd`` becomes readable (a pidfd: the process exited; an eventfd:
         its count is consumed first). ``once``: unwatched after the first call."""
