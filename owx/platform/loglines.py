@@ -48,6 +48,13 @@ def cost(record_line: str) -> int:
     return (len(quoted) if quoted.isascii() else len(quoted.encode("utf-8", "replace"))) + 1
 
 
+def cost_of_lines(prefix: str, text: str) -> int:
+    """What the record lines ``prefix + line``, for each line of ``text``, cost together (`cost`
+    summed, for a ``prefix`` JSON leaves as it is: a stamp and a stream), from one JSON string of
+    ``text``: its escaped newlines, two characters each, stand for each line's quotes and separator."""
+    return (text.count("\n") + 1) * (len(prefix) + 1) + cost(text) - 1
+
+
 def truncated(limit_bytes: int) -> str:
     """The line that ends logs cut at ``limit_bytes`` (OpenWhisk's message, on stderr, stamped now)."""
     return line(time.time(), "stderr", LOG_TRUNCATED_MESSAGE.format(limit=limit_bytes))

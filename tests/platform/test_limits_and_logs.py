@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import tracemalloc
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from owx.common.cgroups import UNLIMITED
 from owx.platform.embedded.container_limits import MIN_SHARES, cpu_quota_us, cpu_shares
 from owx.platform.embedded.logs import FREE_BYTES, MAX_PENDING_SEGMENTS, SENTINEL, LogCollector
-from owx.platform.loglines import cost, timestamp
+from owx.platform.loglines import cost, cost_of_lines, line, timestamp
 from owx.platform.types import LOG_FAILURE_MESSAGE, LOG_TRUNCATED_MESSAGE
 
 END = (SENTINEL + "\n").encode()
@@ -148,3 +152,41 @@ def test_an_activations_first_output_is_read_freely_and_the_rest_held_though_kep
     assert not logs.held()
     lines = logs.collect(0.1)
     assert len(lines) == FREE_BYTES // 200 + FREE_BYTES // 100 and not any("truncated" in x for x in lines)
+
+
+PLAIN = [b"x", b"\xc3\xa9", b"\xe2\x82", b"\xff", b'"', b"\\", b"\t", b" ", b"\n", b"\n"]
+PIECES = PLAIN * 10 + [b"\r", SENTINEL.encode()]  # now and then a carriage return, or a sentinel
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.sampled_from(PIECES), min_size=20, max_size=200), cuts=st.lists(st.integers(0, 800), max_size=8),
+       limit=st.integers(0, 2000))
+def test_lines_taken_in_a_chunk_at_once_are_the_lines_taken_one_by_one(pieces, cuts, limit):
+    """Many lines arriving in one chunk are taken at once (most output: a fifth of the cost); what an
+    activation's record gets, and what it counts against the limit, is what each line taken alone gives."""
+    output = b"".join(pieces)
+    at_once, one_by_one = LogCollector(limit_bytes=limit), LogCollector(limit_bytes=limit)
+    bounds = [0, *sorted(cut % (len(output) + 1) for cut in cuts), len(output)]
+    for start, end in zip(bounds, bounds[1:]):
+        if end > start:  # an empty chunk is the stream's end
+            at_once.feed("stdout", output[start:end])
+    for piece in re.split(b"(?<=\n)", output):
+        if piece:
+            one_by_one.feed("stdout", piece)
+    sentinels = output.count(SENTINEL.encode())
+    for logs in (at_once, one_by_one):
+        logs.feed("stdout", END)
+        logs.feed("stderr", END * (sentinels + 1))
+        logs.end()
+    for _ in range(sentinels + 2):
+        assert _unstamped(at_once.collect(0)) == _unstamped(one_by_one.collect(0))
+
+
+@given(text=st.text(st.sampled_from('x\n\t"\\\x00é\u2028\ufffd€'), max_size=60))
+def test_lines_cost_together_what_each_costs_alone(text):
+    prefix = line(0, "stderr", "")
+    assert cost_of_lines(prefix, text) == sum(cost(prefix + part) for part in text.split("\n"))
+
+
+def _unstamped(lines: list[str]) -> list[str]:
+    return [line[len(timestamp(0)):] for line in lines]

@@ -92,13 +92,16 @@ class LogCollector:
             self._extend(state, chunk, prefix)
             return False
         if state.open.truncated and _SENTINEL_BYTES not in state.partial[-len(_SENTINEL_BYTES):] + chunk:
-            lines = []  # past the limit and no sentinel in sight: every line this completes is dropped
+            lines = None  # past the limit and no sentinel in sight: every line this completes is dropped
+        elif state.discarding:  # the first line this completes is the end of one cut: it is dropped
+            cut = chunk.find(b"\n", 0, newline)
+            lines = None if cut < 0 else chunk[cut + 1:newline]
         else:
-            first, *rest = chunk[:newline].split(b"\n")
-            lines = rest if state.discarding else [bytes(state.partial + first), *rest]
+            lines = bytes(state.partial) + chunk[:newline]
         state.partial.clear()
         state.discarding = False
-        self._add_lines(state, lines, prefix)
+        if lines is not None:
+            self._add_lines(state, lines, prefix)
         self._extend(state, chunk[newline + 1:], prefix)
         return True
 
@@ -122,7 +125,7 @@ class LogCollector:
     def _flush(self, state: _Stream, prefix: _Prefix) -> None:
         """The stream ended: its unfinished line, if any, is a line."""
         if state.partial and not state.discarding:
-            self._add_lines(state, [bytes(state.partial)], prefix)
+            self._add_lines(state, bytes(state.partial), prefix)
         state.partial.clear()
         state.discarding = False
 
@@ -134,24 +137,48 @@ class LogCollector:
         truncated = state.open.truncated
         if len(state.partial) > (_SENTINEL_LINE_MAX if truncated else max(self.limit_bytes, _SENTINEL_LINE_MAX)):
             if not truncated:
-                self._add_lines(state, [bytes(state.partial)], prefix)  # cannot fit: the segment truncates
+                self._add_lines(state, bytes(state.partial), prefix)  # cannot fit: the segment truncates
             state.partial.clear()  # neither kept nor a sentinel: skip the rest of this line
             state.discarding = True
 
-    def _add_lines(self, state: _Stream, lines: list[bytes], prefix: _Prefix) -> None:
-        """Complete lines (without their newlines), all arrived at the time in ``prefix``."""
-        for raw in lines:
-            if raw.strip() == _SENTINEL_BYTES:
+    def _add_lines(self, state: _Stream, lines: bytes, prefix: _Prefix) -> None:
+        """Complete lines, joined by newlines (the last without its own), all arrived at the time in
+        ``prefix``: the sentinels among them close segments, the lines between are `_add_run`."""
+        start = 0  # where the lines not yet added begin
+        found = lines.find(_SENTINEL_BYTES)
+        while found >= 0:
+            begin = lines.rfind(b"\n", 0, found) + 1
+            end = lines.find(b"\n", found)
+            end = len(lines) if end < 0 else end
+            if lines[begin:end].strip() == _SENTINEL_BYTES:
+                if begin > start:
+                    self._add_run(state.open, lines[start:begin - 1], prefix)
                 self._close(state)
-                continue
-            segment = state.open
-            if segment.truncated:
-                continue
-            record_line = prefix.text + raw.decode("utf-8", errors="replace").rstrip("\r")
+                start = end + 1
+            found = lines.find(_SENTINEL_BYTES, end)
+        if start <= len(lines):
+            self._add_run(state.open, lines[start:], prefix)
+
+    def _add_run(self, segment: _Segment, lines: bytes, prefix: _Prefix) -> None:
+        """Lines none of which is a sentinel, joined by newlines: all at once if they fit in the limit
+        (most output: short lines cost a fifth of taking them one by one), else one by one up to it."""
+        if segment.truncated:
+            return
+        text = lines.decode("utf-8", errors="replace")  # as each line alone: a newline ends any sequence
+        if "\r" in text:
+            text = "\n".join([line.rstrip("\r") for line in text.split("\n")])
+        start = prefix.text
+        size = loglines.cost_of_lines(start, text)
+        if segment.size + size <= self.limit_bytes:
+            segment.lines.extend([start + line for line in text.split("\n")])
+            segment.size += size
+            return
+        for line in text.split("\n"):
+            record_line = start + line
             cost = loglines.cost(record_line)
             if segment.size + cost > self.limit_bytes:
                 segment.truncated = True
-                continue
+                return
             segment.size += cost
             segment.lines.append(record_line)
 
