@@ -71,6 +71,7 @@ class Completion:
 
     record: dict[str, Any]
     status: int
+    logs_share: float = 0.0  # of the record's bytes, its logs' (what the loop's work on it is charged)
 
     @classmethod
     def of(cls, record: dict[str, Any], platform_status: int | None = None) -> Completion:
@@ -78,7 +79,11 @@ class Completion:
         the platform could not run the activation at all (an upstream that is down: 503, ...)."""
         outcome = record["response"]["status"]
         status = 200 if outcome == SUCCESS else 500 if outcome == INTERNAL_ERROR else 502
-        return cls(record, platform_status or status)
+        logs, share = record["logs"], 0.0
+        if logs:
+            logs_bytes = sum(map(len, logs)) + 3 * len(logs)  # each line's quotes and separator
+            share = logs_bytes / (logs_bytes + record["response"]["size"] + RECORD_BYTES)
+        return cls(record, platform_status or status, share)
 
 
 @dataclass(frozen=True)
@@ -312,7 +317,7 @@ class Invoker:
             if durable is not None:
                 started = time.perf_counter()
                 durable(completion)
-                self._charge_logs(activation, completion.record, time.perf_counter() - started)
+                self._charge_logs(activation, completion, time.perf_counter() - started)
             return self._observed(completion)
         finally:
             self._open.pop(activation.id, None)  # its record is stored: closing writes nothing for it
@@ -345,7 +350,7 @@ class Invoker:
     async def _recorded(self, activation: Activation, ran: _Ran) -> Completion:
         started = time.perf_counter()
         completion, stored = self._store(activation, ran)
-        self._charge_logs(activation, completion.record, time.perf_counter() - started)
+        self._charge_logs(activation, completion, time.perf_counter() - started)
         if not stored.done():  # the store could not make it durable at once: wait for its commit
             await asyncio.wrap_future(stored)
         stored.result()
@@ -358,15 +363,12 @@ class Invoker:
                                ran.duration_ms)
         return Completion.of(record, ran.platform_status), self.activations.put(record)
 
-    def _charge_logs(self, activation: Activation, record: dict[str, Any], spent_s: float) -> None:
-        """Charge the part of ``spent_s`` (the loop's work on ``record``) that its logs took, by their
-        share of its bytes, to the namespace whose containers printed them (`Platform.charge_output`):
-        an activation's printing costs the loop again when its lines are recorded and answered."""
-        logs = record["logs"]
-        if logs:
-            logs_bytes = sum(map(len, logs)) + 3 * len(logs)  # each line's quotes and separator
-            share = logs_bytes / (logs_bytes + record["response"]["size"] + RECORD_BYTES)
-            self.platform.charge_output(activation.plan.spec.namespace, spent_s * share)
+    def _charge_logs(self, activation: Activation, completion: Completion, spent_s: float) -> None:
+        """Charge the part of ``spent_s`` (the loop's work on the record) that its logs took to the
+        namespace whose containers printed them (`Platform.charge_output`): an activation's printing
+        costs the loop again when its lines are recorded and answered."""
+        if completion.logs_share:
+            self.platform.charge_output(activation.plan.spec.namespace, spent_s * completion.logs_share)
 
     def _observed(self, completion: Completion) -> Completion:
         for observe in self.record_observers:
