@@ -2,7 +2,9 @@
 
 Connections are owx's own HTTP/1.1 server (:mod:`owx.gateway.http`). An invoke is answered on the
 event loop itself (:mod:`owx.gateway.api.invoke`); every other request is a Flask view on one of
-``http_threads`` threads (:mod:`owx.gateway.http.wsgi`), whose waits never hold them.
+``http_threads`` threads (:mod:`owx.gateway.http.wsgi`), whose waits never hold them, taken by the
+callers' namespaces in turn (a caller whose key is not cached yet waits in the turn everyone
+unknown shares).
 
 Stopping (``stop()``, SIGTERM or SIGINT): the listeners close and idle connections with them,
 requests in flight get up to ``LISTENER_GRACE_S``; then the gateway closes: running activations get
@@ -24,9 +26,12 @@ from owx.gateway.admin.socket import SOCKET_NAME, admin_app, bind_admin_socket
 from owx.gateway.admin.users import Users
 from owx.gateway.api.invoke import InvokeEndpoint
 from owx.gateway.app import MAX_ENTITY_BYTES, create_app
+from owx.gateway.errors import ApiError
+from owx.gateway.http.fair_pool import SHARED
 from owx.gateway.http.messages import Request, Response
 from owx.gateway.http.protocol import Handler, HttpConnection, Limits
 from owx.gateway.http.wsgi import WsgiBridge
+from owx.gateway.identity import Authenticator
 from owx.gateway.service import Gateway
 from owx.gateway.tls import TlsFiles
 
@@ -42,7 +47,8 @@ class GatewayServer:
     def __init__(self, gateway: Gateway, host: str, port: int, tls: TlsFiles | None = None,
                  tls_port: int = 0) -> None:
         self.gateway = gateway
-        self.flask = WsgiBridge(create_app(gateway).wsgi_app, gateway.settings.gateway.http_threads)
+        self.flask = WsgiBridge(create_app(gateway).wsgi_app, gateway.settings.gateway.http_threads,
+                                tenant_of=lambda request: _caller_namespace(gateway.auth, request))
         admin = admin_app(Users(gateway.entities), gateway.auth, gateway.accounts)
         self.admin = WsgiBridge(admin.wsgi_app, 2, "owx-admin")
         self.invoke = InvokeEndpoint(gateway, self.flask.pool)
@@ -146,6 +152,16 @@ class GatewayServer:
             await asyncio.sleep(0.02)
         for connection in list(self._connections):
             connection.abort()
+
+
+def _caller_namespace(auth: Authenticator, request: Request) -> str:
+    """The namespace of the request's key when it is cached and right, else `SHARED` (no store read on the
+    loop; keys that name nobody, however many, share one turn)."""
+    try:
+        identity = auth.identify_cached(request.header(b"authorization"))
+    except ApiError:
+        return SHARED
+    return SHARED if identity is None else identity.namespace
 
 
 def _tls_context(tls: TlsFiles) -> ssl.SSLContext:

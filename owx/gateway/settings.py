@@ -52,7 +52,8 @@ class GatewaySettings(BaseModel):
                                   "made in <data dir>/tls on first start")
     tls_key: Path | None = Field(None, description="the key of tls_cert (PEM)")
     http_threads: int = Field(32, ge=1, le=1024, description="threads serving the REST API's Flask views and "
-                              "what an invoke must read from the store (never held by waits)")
+                              "what an invoke must read from the store (never held by waits), taken by the callers' "
+                              "namespaces in turn")
     loop_runs: bool = Field(True, description="an activation a warm container can take runs from the event loop "
                             "(no thread); off, every activation runs on a worker thread (a benchmark control)")
     defer_waits: bool = Field(True, description="blocking waits hold no thread; off, a waiting request holds "

@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
 from functools import lru_cache, partial
 from urllib.parse import parse_qsl, unquote_to_bytes
 
@@ -31,6 +30,7 @@ from owx.gateway import cors, errors
 from owx.gateway.api.request_args import boolean, bounded, object_from, wait_timeout_s
 from owx.gateway.catalog import ResolvedAction
 from owx.gateway.errors import ApiError
+from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request, Response, error_response, json_response
 from owx.gateway.identity import Identity
 from owx.gateway.ids import new_id
@@ -50,9 +50,9 @@ _CORS = tuple(cors.API.items())
 class InvokeEndpoint:
     """The invoke route of one gateway; ``match(request)`` gives its handler for requests it serves."""
 
-    def __init__(self, gateway: Gateway, threads: Executor) -> None:
+    def __init__(self, gateway: Gateway, threads: FairPool) -> None:
         self.gateway = gateway
-        self.threads = threads  # for what may block: store reads, gated admission, held waits
+        self.threads = threads  # for what may block: store reads, gated admission, held waits (the caller's turn)
         self.settings = gateway.settings.gateway
 
     def match(self, request: Request) -> Callable[[Request], Awaitable[Response | None]] | None:
@@ -133,7 +133,8 @@ class InvokeEndpoint:
                      result_only: bool, wait_s: float, transaction_id: str,
                      answer: Callable[[Response], None]) -> None:
         """An invoke of an action behind an extension's gate: started on a thread, waited for on the loop."""
-        invocation = await self._on_thread(self.gateway.invoker.start, identity, resolved, params, transaction_id)
+        invocation = await self._on_thread(identity.namespace, self.gateway.invoker.start, identity, resolved, params,
+                                           transaction_id)
         headers = _headers(transaction_id, invocation.activation_id)
         accepted = _accepted(invocation.activation_id, headers)
         if not blocking:
@@ -153,11 +154,11 @@ class InvokeEndpoint:
 
     async def _caller(self, authorization: str | None) -> Identity:
         auth = self.gateway.auth
-        return auth.identify_cached(authorization) or await self._on_thread(auth.identify, authorization)
+        return auth.identify_cached(authorization) or await self._on_thread(SHARED, auth.identify, authorization)
 
     async def _resolved(self, path: EntityPath, caller: str) -> ResolvedAction:
         catalog = self.gateway.catalog
-        return catalog.resolved(path, caller) or await self._on_thread(catalog.resolve, path, caller)
+        return catalog.resolved(path, caller) or await self._on_thread(caller, catalog.resolve, path, caller)
 
     def _held_thread(self) -> threading.Event | None:
         """Without ``defer_waits``, a server thread held until the event is set (a benchmark's
@@ -168,8 +169,9 @@ class InvokeEndpoint:
         self.threads.submit(held.wait)
         return held
 
-    async def _on_thread(self, function, *args):  # type: ignore[no-untyped-def]
-        return await run_on_thread(self.threads, function, *args)
+    async def _on_thread(self, namespace: str, function, *args):  # type: ignore[no-untyped-def]
+        """``function(*args)`` on one of the threads, in ``namespace``'s turn."""
+        return await run_on_thread(self.threads.for_tenant(namespace), function, *args)
 
 
 # What clients send again and again is parsed once (pure functions, bounded caches; what is refused

@@ -1,4 +1,5 @@
-"""A WSGI (Flask) application behind the gateway's server: its views run on a bounded thread pool.
+"""A WSGI (Flask) application behind the gateway's server: its views run on a bounded thread pool
+that serves the callers' namespaces in turn (:mod:`owx.gateway.http.fair_pool`).
 
 A view that must wait (a web action's answer) returns a placeholder with a :class:`Deferred`
 (:mod:`owx.gateway.deferred`): its thread is free at once, and the event loop awaits the future
@@ -12,7 +13,6 @@ import io
 import logging
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -21,6 +21,7 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 from owx.common.eventloop import run_on_thread
 from owx.gateway.deferred import ENVIRON_KEY, Deferred
 from owx.gateway.errors import INTERNAL, ApiError
+from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request, Response, error_response
 
 log = logging.getLogger(__name__)
@@ -31,15 +32,18 @@ KEPT_HEADERS = ("x-request-id", "x-openwhisk-activation-id", "access-control-all
 
 
 class WsgiBridge:
-    """Serves ``app`` to the server's connections (a handler: ``await bridge(request)``)."""
+    """Serves ``app`` to the server's connections (a handler: ``await bridge(request)``); a request
+    waits for a thread in the turn of the tenant ``tenant_of(request)`` names."""
 
-    def __init__(self, app: WsgiApp, threads: int, name: str = "owx-http") -> None:
+    def __init__(self, app: WsgiApp, threads: int, name: str = "owx-http",
+                 tenant_of: Callable[[Request], str] = lambda request: SHARED) -> None:
         self.app = app
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        self.pool = FairPool(threads, name)
+        self._tenant_of = tenant_of
 
     async def __call__(self, request: Request) -> Response:
         environ = _environ(request)
-        answer = await run_on_thread(self.pool, _call, self.app, environ)
+        answer = await run_on_thread(self.pool.for_tenant(self._tenant_of(request)), _call, self.app, environ)
         deferred = environ.get(ENVIRON_KEY)
         if deferred is None:
             return answer

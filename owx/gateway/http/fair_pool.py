@@ -1,0 +1,130 @@
+"""A thread pool that serves its tenants in turn, so that one namespace's flood of requests does not
+queue everyone else's behind it.
+
+A plain thread pool runs work in the order it came: a tenant that keeps 200 slow requests queued
+(listing big records, say) makes every other tenant's request wait for all of them. Here each
+tenant has a queue of its own and a free thread takes the oldest work of the next tenant in turn,
+so another tenant's request waits for at most one piece of work per thread, however much the
+flooding tenant queued. The pool stays work-conserving: a tenant alone gets every thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+SHARED = ""  # the tenant of work nobody is known for (unauthenticated callers share one turn)
+_Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+class FairPool(Executor):
+    """At most ``threads`` threads (started as work needs them), taking work from the tenants'
+    queues in turn. ``submit`` queues under `SHARED`; :meth:`for_tenant` gives the executor that
+    queues under one tenant (for ``loop.run_in_executor``)."""
+
+    def __init__(self, threads: int, name: str = "owx-pool") -> None:
+        if threads < 1:
+            raise ValueError("a pool needs at least one thread")
+        self._max_threads = threads
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads waiting for work
+        self._waiting = 0  # work queued, not yet taken
+        self._queues: dict[str, deque[_Work]] = {}
+        self._turns: deque[str] = deque()  # tenants with queued work, the next to be served first
+        self._cond = threading.Condition()
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return self.submit_as(SHARED, fn, *args, **kwargs)
+
+    def submit_as(self, tenant: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Queue ``fn(*args, **kwargs)`` under ``tenant``; its future. Raises RuntimeError once shut down."""
+        future: Future[Any] = Future()
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new work after shutdown")
+            queue = self._queues.get(tenant)
+            if queue is None:
+                queue = self._queues[tenant] = deque()
+                self._turns.append(tenant)
+            queue.append((future, fn, args, kwargs))
+            self._waiting += 1
+            if self._waiting > self._idle and len(self._threads) < self._max_threads:
+                self._start_thread()  # more work than idle threads to take it
+            self._cond.notify()
+        return future
+
+    def for_tenant(self, tenant: str) -> Executor:
+        """An executor whose ``submit`` queues under ``tenant`` in this pool."""
+        return _TenantExecutor(self, tenant)
+
+    def queued(self) -> dict[str, int]:
+        """How much work waits, per tenant."""
+        with self._cond:
+            return {tenant: len(queue) for tenant, queue in self._queues.items()}
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._cond:
+            self._shutdown = True
+            if cancel_futures:
+                for queue in self._queues.values():
+                    for future, *_ in queue:
+                        future.cancel()
+                self._queues.clear()
+                self._turns.clear()
+                self._waiting = 0
+            self._cond.notify_all()
+            threads = list(self._threads)
+        if wait:
+            for thread in threads:
+                thread.join()
+
+    def _start_thread(self) -> None:
+        thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _next(self) -> _Work | None:
+        """The oldest work of the tenant whose turn it is (waiting for some); None once shut down and drained."""
+        with self._cond:
+            while not self._turns:
+                if self._shutdown:
+                    return None
+                self._idle += 1
+                self._cond.wait()
+                self._idle -= 1
+            tenant = self._turns.popleft()
+            queue = self._queues[tenant]
+            work = queue.popleft()
+            self._waiting -= 1
+            if queue:
+                self._turns.append(tenant)
+            else:
+                del self._queues[tenant]
+            return work
+
+    def _work(self) -> None:
+        while (work := self._next()) is not None:
+            future, fn, args, kwargs = work
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - the caller gets it, as concurrent.futures' pools do
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            del work, future, fn, args, kwargs  # nothing of finished work kept alive while this thread waits
+
+
+class _TenantExecutor(Executor):
+    def __init__(self, pool: FairPool, tenant: str) -> None:
+        self._pool = pool
+        self._tenant = tenant
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return self._pool.submit_as(self._tenant, fn, *args, **kwargs)

@@ -1,0 +1,105 @@
+"""The Flask views' thread pool serves namespaces in turn: one tenant's flood does not queue the others."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from owx.gateway.http.fair_pool import SHARED, FairPool
+from owx.gateway.http.messages import Request
+from owx.gateway.server import _caller_namespace
+
+WORK_S = 0.05
+FLOOD = 40  # pieces of work the flooding tenant queues: 1 s of work on two threads
+
+
+def _wait_of_a_late_request(submit_flood, submit_other) -> float:
+    """Seconds another tenant's request waited for its answer behind a flood queued just before it."""
+    for _ in range(FLOOD):
+        submit_flood(time.sleep, WORK_S)
+    started = time.monotonic()
+    submit_other(lambda: None).result(10)
+    return time.monotonic() - started
+
+
+def test_another_tenants_request_waits_for_at_most_a_piece_of_work_per_thread() -> None:
+    pool = FairPool(2)
+    try:
+        waited = _wait_of_a_late_request(pool.for_tenant("flood").submit, pool.for_tenant("other").submit)
+        assert waited < 3 * WORK_S
+        assert pool.queued().get("flood", 0) > FLOOD // 2  # the flood still waits: it was not served first
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def test_a_first_come_pool_makes_the_same_request_wait_for_the_whole_flood() -> None:
+    """The control: the same workload on a plain thread pool (what the gateway had)."""
+    pool = ThreadPoolExecutor(2)
+    try:
+        waited = _wait_of_a_late_request(pool.submit, pool.submit)
+        assert waited > FLOOD * WORK_S / 2 * 0.8
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def test_a_tenant_alone_gets_every_thread_and_results_and_errors_come_back() -> None:
+    pool = FairPool(4)
+    try:
+        inside = threading.Barrier(4, timeout=5)
+        futures = [pool.submit_as("alone", inside.wait) for _ in range(4)]  # all four at once, or the barrier breaks
+        assert sorted(f.result(5) for f in futures) == [0, 1, 2, 3]
+        assert pool.submit(lambda: 7).result(5) == 7
+        with pytest.raises(ZeroDivisionError):
+            pool.submit_as("alone", lambda: 1 / 0).result(5)
+    finally:
+        pool.shutdown()
+
+
+def test_shutdown_cancels_queued_work_and_refuses_more() -> None:
+    pool = FairPool(1)
+    started, release = threading.Event(), threading.Event()
+    running = pool.submit(lambda: started.set() or release.wait(5))
+    assert started.wait(5)
+    queued = pool.submit(lambda: None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    assert queued.cancelled()
+    release.set()
+    assert running.result(5) is True
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)
+
+
+def header(key: str) -> str:
+    return "Basic " + base64.b64encode(key.encode()).decode()
+
+
+def _request(authorization: str | None) -> Request:
+    headers = [] if authorization is None else [(b"authorization", authorization.encode())]
+    return Request("GET", b"/api/v1/namespaces/_/actions", b"", headers, b"", None, ("127.0.0.1", 0), "http", "1.1")
+
+
+def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_is_known(gateway, http) -> None:
+    other = gateway.tenant("fair-other")
+    for running in (gateway, other):  # a request each: their keys are cached from now on
+        assert running.session().get(running.api("actions")).status_code == 200
+    auth = gateway.service.auth
+    assert _caller_namespace(auth, _request(header(gateway.auth))) == gateway.namespace
+    assert _caller_namespace(auth, _request(header(other.auth))) == other.namespace
+    uuid = gateway.auth.split(":")[0]
+    for forged in (header(f"{uuid}:wrong"), header("nobody:nothing"), "Bearer x", None):  # one turn for them all
+        assert _caller_namespace(auth, _request(forged)) == SHARED
+
+
+def test_work_queued_in_a_burst_starts_on_as_many_threads_as_it_needs() -> None:
+    pool = FairPool(3)
+    try:
+        assert pool.submit(lambda: None).result(5) is None  # one thread now, idle
+        inside = threading.Barrier(3, timeout=5)
+        futures = [pool.submit_as("burst", inside.wait) for _ in range(3)]  # the idle thread and two new ones
+        assert sorted(f.result(5) for f in futures) == [0, 1, 2]
+    finally:
+        pool.shutdown()
