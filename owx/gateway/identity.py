@@ -20,6 +20,7 @@ AUTH = "auth"
 CACHE_TTL_S = 5.0
 MAX_AUTH_HEADER = 1024
 MAX_VERIFIED = 4096  # headers remembered as checked against a cached identity (then forgotten all at once)
+MAX_OWNERS = 4096  # namespaces remembered with their owner, or as absent (then forgotten all at once)
 # What a key's two halves may be (owx makes 36-character uuids and 64-character secrets); anything
 # else cannot name a stored key and is refused before the store is asked.
 _UUID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
@@ -75,7 +76,7 @@ class Authenticator:
         # Authorization headers whose key matched a cached entry: the same header against the same
         # entry matches again, so every invoke need not decode and compare it
         self._verified: dict[str, tuple[float, Identity]] = {}
-        self._owners: dict[str, tuple[float, Identity]] = {}
+        self._owners: dict[str, tuple[float, Identity | None]] = {}  # None: no such namespace (as briefly)
         self._lock = threading.Lock()
 
     def identify(self, authorization: str | None) -> Identity:
@@ -116,19 +117,35 @@ class Authenticator:
         """A key was deleted or rotated: stop answering with what was cached for it."""
         with self._lock:
             self._cache.pop(uuid, None)
-            self._owners = {ns: entry for ns, entry in self._owners.items() if entry[1].uuid != uuid}
+            self._owners = {ns: entry for ns, entry in self._owners.items()
+                            if entry[1] is None or entry[1].uuid != uuid}
 
     def owner(self, namespace: str) -> Identity | None:
-        """The first identity of ``namespace`` (web actions run as it), or None."""
+        """The first identity of ``namespace`` (web actions run as it), or None. Finding it reads every
+        key, so a namespace's absence is remembered as briefly as an owner is: a flood of web requests
+        to namespaces that do not exist reads the store once per name and ``CACHE_TTL_S``."""
         cached = self._owners.get(namespace)
         if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
             return cached[1]
-        for entity in self.store.list(SYSTEM_NAMESPACE, AUTH):
-            if entity.doc["namespace"] == namespace:
-                identity = Identity(namespace, entity.name, entity.doc["key"])
-                self._owners[namespace] = (time.monotonic(), identity)
-                return identity
-        return None
+        identity = next((Identity(namespace, entity.name, entity.doc["key"])
+                         for entity in self.store.list(SYSTEM_NAMESPACE, AUTH)
+                         if entity.doc["namespace"] == namespace), None)
+        with self._lock:
+            if len(self._owners) >= MAX_OWNERS:
+                self._owners = {}
+            self._owners[namespace] = (time.monotonic(), identity)
+        return identity
+
+    def owner_cached(self, namespace: str) -> Identity | None:
+        """:meth:`owner` without I/O: the owner if it is cached, None if it is not (or there is none)."""
+        cached = self._owners.get(namespace)
+        return cached[1] if cached and time.monotonic() - cached[0] < CACHE_TTL_S else None
+
+    def created(self, namespace: str) -> None:
+        """A key of ``namespace`` was stored: it is no longer remembered as absent."""
+        with self._lock:
+            if (cached := self._owners.get(namespace)) is not None and cached[1] is None:
+                del self._owners[namespace]
 
     def ensure_namespace(self, namespace: str, auth: str | None = None) -> Identity:
         """The first identity of ``namespace``, created (with ``auth`` or a new key) if absent."""
@@ -143,4 +160,5 @@ class Authenticator:
             self.store.put(SYSTEM_NAMESPACE, AUTH, uuid, {"namespace": namespace, "key": key}, None)
         except Conflict:
             pass
+        self.created(namespace)
         return Identity(namespace, uuid, key)

@@ -20,7 +20,7 @@ import signal
 import socket
 import ssl
 import threading
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from owx.gateway.admin.socket import SOCKET_NAME, admin_app, bind_admin_socket
 from owx.gateway.admin.users import Users
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 LISTENER_GRACE_S = 2.0
 START_TIMEOUT_S = 30.0
 BACKLOG = 2048
+WEB_PREFIX = b"/api/v1/web/"
+WEB_TURN = "web:"  # before a namespace: its web actions' turn (no namespace name holds a colon)
 
 
 class GatewayServer:
@@ -48,7 +50,7 @@ class GatewayServer:
                  tls_port: int = 0) -> None:
         self.gateway = gateway
         self.flask = WsgiBridge(create_app(gateway).wsgi_app, gateway.settings.gateway.http_threads,
-                                tenant_of=lambda request: _caller_namespace(gateway.auth, request))
+                                tenant_of=lambda request: _tenant(gateway.auth, request))
         admin = admin_app(Users(gateway.entities), gateway.auth, gateway.accounts)
         self.admin = WsgiBridge(admin.wsgi_app, 2, "owx-admin")
         self.invoke = InvokeEndpoint(gateway, self.flask.pool)
@@ -154,14 +156,27 @@ class GatewayServer:
             connection.abort()
 
 
-def _caller_namespace(auth: Authenticator, request: Request) -> str:
-    """The namespace of the request's key when it is cached and right, else `SHARED` (no store read on the
-    loop; keys that name nobody, however many, share one turn)."""
+def _tenant(auth: Authenticator, request: Request) -> str:
+    """The turn of the Flask threads a request waits in, decided on the loop without a store read: a
+    web action's, its namespace's web turn (see `_web_tenant`); any other request's, the namespace of
+    its key when that is cached and right; else `SHARED` (keys that name nobody, however many, share
+    one turn)."""
+    if request.raw_path.startswith(WEB_PREFIX):
+        return _web_tenant(auth, request.raw_path)
     try:
         identity = auth.identify_cached(request.header(b"authorization"))
     except ApiError:
         return SHARED
     return SHARED if identity is None else identity.namespace
+
+
+def _web_tenant(auth: Authenticator, raw_path: bytes) -> str:
+    """A web action's turn: ``web:NAMESPACE`` once the namespace's owner is cached (its web actions
+    run as the owner, whoever calls them), so that a public flood of one tenant's web actions waits
+    behind itself, neither behind nor before other tenants' web actions or their own API calls;
+    `SHARED` before, and for namespaces that do not exist (made-up names buy no turns)."""
+    namespace = unquote_to_bytes(raw_path[len(WEB_PREFIX):].partition(b"/")[0]).decode("utf-8", "replace")
+    return SHARED if auth.owner_cached(namespace) is None else WEB_TURN + namespace
 
 
 def _tls_context(tls: TlsFiles) -> ssl.SSLContext:

@@ -8,10 +8,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request
-from owx.gateway.server import _caller_namespace
+from owx.gateway.server import WEB_TURN, _tenant
+from tests.gateway.test_api_invoke import deploy
 
 WORK_S = 0.05
 FLOOD = 40  # pieces of work the flooding tenant queues: 1 s of work on two threads
@@ -77,9 +79,9 @@ def header(key: str) -> str:
     return "Basic " + base64.b64encode(key.encode()).decode()
 
 
-def _request(authorization: str | None) -> Request:
+def _request(authorization: str | None, path: bytes = b"/api/v1/namespaces/_/actions") -> Request:
     headers = [] if authorization is None else [(b"authorization", authorization.encode())]
-    return Request("GET", b"/api/v1/namespaces/_/actions", b"", headers, b"", None, ("127.0.0.1", 0), "http", "1.1")
+    return Request("GET", path, b"", headers, b"", None, ("127.0.0.1", 0), "http", "1.1")
 
 
 def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_is_known(gateway, http) -> None:
@@ -87,11 +89,30 @@ def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_i
     for running in (gateway, other):  # a request each: their keys are cached from now on
         assert running.session().get(running.api("actions")).status_code == 200
     auth = gateway.service.auth
-    assert _caller_namespace(auth, _request(header(gateway.auth))) == gateway.namespace
-    assert _caller_namespace(auth, _request(header(other.auth))) == other.namespace
+    assert _tenant(auth, _request(header(gateway.auth))) == gateway.namespace
+    assert _tenant(auth, _request(header(other.auth))) == other.namespace
     uuid = gateway.auth.split(":")[0]
     for forged in (header(f"{uuid}:wrong"), header("nobody:nothing"), "Bearer x", None):  # one turn for them all
-        assert _caller_namespace(auth, _request(forged)) == SHARED
+        assert _tenant(auth, _request(forged)) == SHARED
+
+
+def test_a_web_action_waits_in_its_namespaces_web_turn_whoever_calls_it(gateway, http) -> None:
+    """Web actions come without a key, so their namespace's owner decides the turn: a public flood of
+    one tenant's web actions waits behind itself only. Names that are not namespaces share one turn."""
+    name = deploy(http, gateway, annotations=[{"key": "web-export", "value": True}])
+    path = f"/api/v1/web/{gateway.namespace}/default/{name}.json".encode()
+    auth = gateway.service.auth
+    other = gateway.tenant("fair-web-other")
+    other_path = f"/api/v1/web/{other.namespace}/default/anything.json".encode()
+    assert _tenant(auth, _request(None, other_path)) == SHARED  # its owner not looked up yet: no store read here
+    assert requests.get(gateway.url + path.decode(), timeout=30).status_code == 200  # the owner is cached now
+    turn = WEB_TURN + gateway.namespace
+    for authorization in (None, header(gateway.auth), header("nobody:nothing")):
+        assert _tenant(auth, _request(authorization, path)) == turn
+    assert turn != _tenant(auth, _request(header(gateway.auth)))  # not the turn of the namespace's API calls
+    for made_up in (b"/api/v1/web/no-such-namespace/default/x", b"/api/v1/web/%ff%fe/p/x", b"/api/v1/web/"):
+        assert requests.get(gateway.url + made_up.decode("latin-1"), timeout=30).status_code in (400, 404)
+        assert _tenant(auth, _request(None, made_up)) == SHARED
 
 
 def test_work_queued_in_a_burst_starts_on_as_many_threads_as_it_needs() -> None:

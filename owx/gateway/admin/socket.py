@@ -38,8 +38,8 @@ class AccountBody(BaseModel):
 
 
 def admin_app(users: Users, auth: Authenticator, accounts: StoredAccounts) -> Flask:
-    """The admin API over ``users`` and upstream ``accounts``; keys deleted or rotated stop working at
-    once (``auth`` forgets them), accounts apply from the next invocation on."""
+    """The admin API over ``users`` and upstream ``accounts``; keys created, deleted or rotated take
+    effect at once (``auth`` learns of them), accounts apply from the next invocation on."""
     app = Flask("owx.admin")
 
     @app.errorhandler(AdminError)
@@ -53,7 +53,9 @@ def admin_app(users: Users, auth: Authenticator, accounts: StoredAccounts) -> Fl
     @app.post("/users")
     def create():
         body = CreateBody.model_validate(request.get_json(force=True, silent=True) or {})
-        return jsonify(asdict(users.create(body.subject, body.namespace, body.auth)))
+        key = users.create(body.subject, body.namespace, body.auth)
+        auth.created(key.namespace)  # its web actions answer at once, even if it was asked for before
+        return jsonify(asdict(key))
 
     @app.get("/users")
     def listing():
