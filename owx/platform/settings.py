@@ -44,6 +44,9 @@ class PlatformSettings(BaseModel):
     stem_cells: int = Field(2, ge=0, description="prewarmed python containers per node")
     stem_memory_mb: int = Field(256, ge=128, description="memory of a prewarmed stem cell (OpenWhisk's prewarm)")
     idle_evict_s: float = Field(600.0, gt=0, description="idle warm containers are removed after this")
+    fair_keep_idle_s: float = Field(
+        30.0, ge=0, description="while the node's memory is contended, an idle container of a tenant holding less "
+        "than the one asking is kept from its eviction for this long after its last run (its next call stays warm)")
     cgroup_root: str | None = Field(
         None, description="cgroup under which this instance's containers live; unset: owx-<hash of the data dir>, "
         "so that instances never share one (what a killed predecessor left there is reaped at start)")

@@ -27,6 +27,14 @@ LOG_FAILURE_MESSAGE = "There was an issue while collecting your logs. Data might
 DEVELOPER_ERROR_LOG_MESSAGE = "The action did not initialize or run as expected. Log data might be missing."
 
 
+def tenant_of(key: str) -> str:
+    """Whom the containers of an action key run for, as far as the node's memory is shared: the
+    invoking namespace a key names after ``#`` (another tenant calling a published action; see
+    ``ResolvedAction.container_key``), else the action's own namespace."""
+    _, mark, caller = key.rpartition("#")
+    return caller if mark else key.split("/", 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class ActionSpec:
     """Everything a platform needs to find or make a container for an action.
@@ -49,8 +57,14 @@ class ActionSpec:
 
     @property
     def namespace(self) -> str:
-        """The namespace the action belongs to (the first part of its key): whom its containers run for."""
+        """The namespace the action belongs to (the first part of its key)."""
         return self.key.split("/", 1)[0]
+
+    @property
+    def tenant(self) -> str:
+        """Whom its containers run for (:func:`tenant_of`): the node's memory and the loop's reading of
+        their output are shared by tenant."""
+        return tenant_of(self.key)
 
 
 @dataclass(frozen=True, slots=True)

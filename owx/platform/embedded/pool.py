@@ -3,10 +3,13 @@
 ``run(spec, request)`` is the only path for traffic and never raises for action
 failures.  Memory admission follows OpenWhisk's invoker: every container holds its
 current memory limit in the platform's :class:`MemoryLedger` against the node's budget
-(userMemory); a request that needs a new container waits in FIFO order while the budget
-is full, after idle containers of other actions (then idle stem cells) have been evicted
-to make room.  Requests that find a free warm container of their action never wait behind
-that queue, nor do activations that bring a reservation (memory held for them in advance).
+(userMemory); a request that needs a new container waits while the budget is full, after
+idle containers of other actions (then idle stem cells) have been evicted to make room.
+Unlike the invoker's, the wait is fair among tenants (:mod:`.memory_shares`): the tenant
+holding least is served first, a container that frees goes to a poorer tenant's waiting
+request rather than to its own action, and a poorer tenant's idle container is not evicted
+at once.  Requests that find a free warm container of their action never wait behind that
+queue, nor do activations that bring a reservation (memory held for them in advance).
 When others push the node over its budget (a forced hold), idle containers are evicted
 until it fits again.
 """
@@ -29,6 +32,7 @@ from owx.platform.embedded import outcome as outcomes
 from owx.platform.embedded.container import ActionStartupError, Backend, Container, ContainerRequest
 from owx.platform.embedded.container_limits import MB, limits_for
 from owx.platform.embedded.logs import LogCollector
+from owx.platform.embedded.memory_shares import MemoryWait, first_waiting, held_by_tenant, may_evict, yields
 from owx.platform.embedded.proxy import ProxyResponse, ProxyTimeout, ProxyUnreachable
 from owx.platform.embedded.slots import Slot, SlotTable
 from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
@@ -105,7 +109,7 @@ class ContainerPool:
         self.idle_evict_s = settings.idle_evict_s
         self._slots = SlotTable()
         self._evicting = 0  # bytes of containers being destroyed (still held in the ledger)
-        self._queue: deque[object] = deque()
+        self._queue: deque[MemoryWait] = deque()  # requests waiting for memory, oldest first
         self._lock = threading.RLock()  # alone where nobody waits or is woken (cheaper to enter than the condition)
         self._cond = threading.Condition(self._lock)
         self._reap_now = threading.Event()  # the reaper's own wake-up: not every acquire and release
@@ -361,36 +365,48 @@ class ContainerPool:
                 f"action memory {spec.memory_mb} MB exceeds the node's container budget of {self.user_memory_mb} MB"
             )
         deadline = None if wait_s is None else time.monotonic() + wait_s
-        ticket = object()
-        with self._cond:
-            try:
-                while True:
-                    self._check_open()
-                    if state == "warm":
-                        slot = self._claimed(claim, spec.key) or self._warm(spec.key)
-                        if slot is not None:
-                            slot.in_flight += 1
-                            slot.state = "warm"
-                            if reservation:  # an existing container: the memory held in advance is not needed
-                                self.ledger.release(reservation)
-                            return _Grant(slot=slot)
-                        reserved = self.ledger.take(reservation, self.node) if reservation else 0
-                        if reserved:  # memory held for this activation in advance: no queue
-                            return self._plan(spec, need, allow_stem=True, reserved=reserved)  # type: ignore[return-value]
-                    if ticket not in self._queue:
-                        self._queue.append(ticket)
-                    if self._queue[0] is ticket:
-                        grant = self._plan(spec, need, allow_stem=state == "warm")
-                        if grant is not None:
-                            return grant
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise NoRoom(f"no memory for {spec.memory_mb} MB on node {self.node}")
-                    self._cond.wait(remaining)
-            finally:
-                if ticket in self._queue:
-                    self._queue.remove(ticket)
-                self._cond.notify_all()
+        ticket = MemoryWait(spec.tenant, need)
+        handoffs: list[tuple[asyncio.Future[Slot | None], Slot]] = []
+        try:
+            with self._cond:
+                try:
+                    return self._wait_for_capacity(spec, claim, state, reservation, need, deadline, ticket)
+                finally:
+                    if ticket in self._queue:
+                        self._queue.remove(ticket)
+                        handoffs = self._hand_idle_to_waiters()  # a container kept for it may be free now
+                    self._cond.notify_all()
+        finally:
+            for turn, slot in handoffs:
+                _resolve(turn, slot, self._release)
+
+    def _wait_for_capacity(self, spec: ActionSpec, claim: str | None, state: ContainerState,
+                           reservation: str | None, need: int, deadline: float | None,
+                           ticket: MemoryWait) -> _Grant:
+        """:meth:`_acquire`'s wait (under the lock)."""
+        while True:
+            self._check_open()
+            if state == "warm":
+                slot = self._claimed(claim, spec.key) or self._warm(spec.key)
+                if slot is not None:
+                    slot.in_flight += 1
+                    slot.state = "warm"
+                    if reservation:  # an existing container: the memory held in advance is not needed
+                        self.ledger.release(reservation)
+                    return _Grant(slot=slot)
+                reserved = self.ledger.take(reservation, self.node) if reservation else 0
+                if reserved:  # memory held for this activation in advance: no queue
+                    return self._plan(spec, need, allow_stem=True, reserved=reserved)  # type: ignore[return-value]
+            if ticket not in self._queue:
+                self._queue.append(ticket)
+            if first_waiting(self._queue, self.held_by_tenant()) is ticket:
+                grant = self._plan(spec, need, allow_stem=state == "warm")
+                if grant is not None:
+                    return grant
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise NoRoom(f"no memory for {spec.memory_mb} MB on node {self.node}")
+            self._cond.wait(remaining)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -405,8 +421,34 @@ class ContainerPool:
         return None
 
     def _warm(self, key: str) -> Slot | None:
+        """The free warm container of ``key`` to run on, if one is free and not owed to a request of
+        another tenant waiting for memory (under the lock)."""
         free = [slot for slot in self._slots.of(key) if self._free_warm(slot, key)]
+        if free and self._queue:
+            free = [slot for slot in free if not self._owed(slot)]
         return max(free, key=lambda s: s.in_flight, default=None)  # pack concurrent activations
+
+    def held_by_tenant(self) -> dict[str, int]:
+        """The memory each tenant's containers hold here."""
+        with self._lock:
+            return held_by_tenant(self._slots.values(), self.ledger)
+
+    def _owed(self, slot: Slot) -> bool:
+        """Whether ``slot``, once idle, is kept for a request of another tenant waiting for memory,
+        which will evict it (:func:`~owx.platform.embedded.memory_shares.yields`; under the lock)."""
+        return slot.idle and yields(slot, self._queue, self.held_by_tenant(), self.ledger.held(slot.holder))
+
+    def _hand_idle_to_waiters(self) -> list[tuple[asyncio.Future[Slot | None], Slot]]:
+        """Free warm containers handed to activations waiting for them on the loop, now that nobody
+        they were kept for waits (under the lock; resolve the futures after it)."""
+        handoffs = []
+        for key in list(self._warm_waiters):
+            while key in self._warm_waiters and (slot := self._warm(key)) is not None:
+                turn = self._next_waiter(slot)
+                if turn is None:
+                    break
+                handoffs.append((turn, slot))
+        return handoffs
 
     @staticmethod
     def _free_warm(slot: Slot, key: str) -> bool:
@@ -428,8 +470,11 @@ class ContainerPool:
         extra = need if stem is None else max(0, need - self.ledger.held(stem.holder))
         victims: list[Slot] = []
         if extra > free:
+            held, now, tenant = self.held_by_tenant(), time.monotonic(), spec.tenant
             candidates = sorted(
-                (s for s in self._slots.values() if self._evictable(s) and s is not stem),
+                (s for s in self._slots.values() if self._evictable(s) and s is not stem
+                 and may_evict(s, self.ledger.held(s.holder), tenant, need, held, now - s.last_used,
+                               self.settings.fair_keep_idle_s)),
                 key=lambda s: (s.state == "stem", s.last_used),  # other actions' warm containers first, LRU
             )
             for victim in candidates:
@@ -442,6 +487,8 @@ class ContainerPool:
         for victim in victims:
             self._slots.remove(victim.container.id)
             self._evicting += self.ledger.held(victim.holder)
+            if victim.key is not None:
+                self._wake_waiters(victim.key)  # an owed container may have been its action's last
         ticket = f"starting:{self.node}:{next(_tickets)}"
         self.ledger.hold(ticket, self.node, max(extra, reserved), force=True)
         grant = _Grant(slot=stem, ticket=ticket, victims=victims, from_stem=stem is not None)
@@ -492,6 +539,7 @@ class ContainerPool:
         slot.concurrency = max(1, spec.concurrency)
         container = slot.container
         container.assign(spec.namespace)
+        container.charged_to = spec.tenant
         container.logs.limit_bytes = spec.logs_bytes
         value = {"name": name, "main": spec.main, "code": spec.code or "", "binary": spec.binary,
                  "env": {**spec.env, **(activation_env or {})}}
@@ -639,7 +687,7 @@ class ContainerPool:
         free and one waits (under the lock)."""
         waiting = self._warm_waiters.get(slot.key or "")
         if not waiting or slot.state != "warm" or self._slots.get(slot.container.id) is not slot \
-                or not self._free_warm(slot, slot.key or ""):
+                or not self._free_warm(slot, slot.key or "") or (self._queue and self._owed(slot)):
             return None
         turn = waiting.popleft()
         if not waiting:

@@ -1,0 +1,93 @@
+"""A node's container memory is shared among tenants: one namespace flooding its action, whose
+containers fill the node, does not keep another namespace's first container waiting for the whole
+flood (the gateway runs warm activations from the loop, where a container that frees goes straight
+to its action's next activation)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from owx.platform.embedded.memory_shares import MemoryWait, first_waiting
+from owx.platform.types import SUCCESS, ActionSpec, tenant_of
+from platform_helpers import SLEEP, request
+
+FLOOD_S = 6.0
+WORKERS = 8  # the flood's activations in flight: four times what the node holds
+
+
+def _flood_then_another_tenant(platform) -> tuple[list, float, object]:  # type: ignore[no-untyped-def]
+    """Tenant guest floods its action on the node (room for two of its containers) from the loop, as
+    the gateway's warm invokes come; 0.5 s in, tenant other asks for its action once (cold: a thread,
+    as the gateway sends it). The flood's outcomes, the seconds other's activation took, its outcome."""
+    flooded = ActionSpec(key="guest/flood@1", kind="python:3", code=SLEEP, memory_mb=256)
+    other = ActionSpec(key="other/first@1", kind="python:3", code=SLEEP, memory_mb=256)
+
+    async def one(action: ActionSpec, seconds: float):  # type: ignore[no-untyped-def]
+        warm = await platform.run_warm(action, request(s=seconds))
+        return warm if warm is not None else await asyncio.to_thread(platform.run, action, request(s=seconds))
+
+    async def scenario():  # type: ignore[no-untyped-def]
+        end = time.monotonic() + FLOOD_S
+        outcomes: list = []
+
+        async def worker() -> None:
+            while time.monotonic() < end:
+                outcomes.append(await one(flooded, 0.2))
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(WORKERS)]
+        await asyncio.sleep(0.5)
+        asked = time.monotonic()
+        outcome = await one(other, 0)
+        took = time.monotonic() - asked
+        await asyncio.gather(*workers)
+        return outcomes, took, outcome
+
+    return platform.loop.submit(scenario()).result(60)
+
+
+def test_another_tenants_first_container_waits_for_a_run_of_the_flood_not_for_all_of_it(make_platform) -> None:
+    platform = make_platform(user_memory_mb=512)
+    outcomes, took, outcome = _flood_then_another_tenant(platform)
+    assert outcome.status == SUCCESS and outcome.init_ms is not None  # its own container, started cold
+    assert took < 3.0  # a 0.2 s run of the flood freed one, then a cold start; not the 5.5 s left of the flood
+    assert len(outcomes) > 20 and all(o.status == SUCCESS for o in outcomes)  # the flood went on meanwhile
+
+
+def test_a_flood_does_not_evict_a_smaller_tenants_idle_container_for_a_while(make_platform) -> None:
+    """The small tenant's next call stays warm however the big one floods (``fair_keep_idle_s``)."""
+    platform = make_platform(user_memory_mb=512, fair_keep_idle_s=30)
+    small = ActionSpec(key="other/small@1", kind="python:3", code=SLEEP, memory_mb=256)
+    first = platform.run(small, request(s=0))
+    flooded = ActionSpec(key="guest/flood@1", kind="python:3", code=SLEEP, memory_mb=256)
+
+    async def flood() -> list:
+        async def one():  # type: ignore[no-untyped-def]
+            warm = await platform.run_warm(flooded, request(s=0.1))
+            return warm if warm is not None else await asyncio.to_thread(platform.run, flooded, request(s=0.1))
+        return await asyncio.gather(*(one() for _ in range(WORKERS * 3)))
+
+    outcomes = platform.loop.submit(flood()).result(60)
+    assert all(o.status == SUCCESS for o in outcomes)
+    again = platform.run(small, request(s=0))
+    assert again.init_ms is None and again.container_id == first.container_id  # warm, its own container
+
+
+def test_another_tenants_call_of_a_published_action_runs_for_the_caller(make_platform) -> None:
+    """Its container's memory and the loop's reading of its output count for the caller, not the owner
+    (whose gid and directory it keeps: the code is the owner's)."""
+    platform = make_platform()
+    published = ActionSpec(key="owner/pkg/printer@1#caller", kind="python:3", code=SLEEP, memory_mb=256)
+    outcome = platform.run(published, request(s=0))
+    pool = platform.node("node0").pool
+    container = pool.container(outcome.container_id)
+    assert container is not None and container.tenant == "caller" and container.namespace == "owner"
+    assert pool.held_by_tenant() == {"caller": 256 * 1024 * 1024}
+
+
+def test_the_tenant_holding_least_is_served_first_and_a_published_action_counts_for_its_caller() -> None:
+    old, poor = MemoryWait("rich", 256), MemoryWait("poor", 256)
+    assert first_waiting([old, poor], {"rich": 1024}) is poor
+    assert first_waiting([old, poor], {}) is old  # equals: the oldest
+    assert tenant_of("owner/pkg/action@3-ab#caller") == "caller"
+    assert tenant_of("owner/pkg/action@3-ab") == "owner"
