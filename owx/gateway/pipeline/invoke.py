@@ -365,8 +365,8 @@ class Invoker:
 
     def _charge_logs(self, activation: Activation, completion: Completion, spent_s: float) -> None:
         """Charge the part of ``spent_s`` (the loop's work on the record) that its logs took to the
-        tenant whose containers printed them (the caller of a published action) (`Platform.charge_output`): an activation's printing
-        costs the loop again when its lines are recorded and answered."""
+        tenant whose containers printed them (`Platform.charge_output`; a published action's caller):
+        an activation's printing costs the loop again when its lines are recorded and answered."""
         if completion.logs_share:
             self.platform.charge_output(activation.plan.spec.tenant, spent_s * completion.logs_share)
 

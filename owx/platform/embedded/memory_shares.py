@@ -3,7 +3,7 @@
 A pool that serves its memory queue first come first served lets one namespace keep every other
 namespace's first container waiting: flood an action whose containers fill the node, and each
 container that frees goes straight to the flood's next activation, so the queue never moves for
-anyone else. Two rules stop that:
+anyone else. Three rules stop that:
 
 - the request served first is the one of the tenant holding the least memory on the node (the
   oldest among equals), not the oldest of all;
