@@ -3,7 +3,8 @@
 Connections are owx's own HTTP/1.1 server (:mod:`owx.gateway.http`). An invoke is answered on the
 event loop itself (:mod:`owx.gateway.api.invoke`); every other request is a Flask view on one of
 ``http_threads`` threads (:mod:`owx.gateway.http.wsgi`), whose waits never hold them, taken by the
-callers' namespaces in turn (a caller whose key is not cached yet waits in the turn everyone
+callers' namespaces in turn, one namespace's API and web requests holding at most
+``tenant_thread_share`` of them (a caller whose key is not cached yet waits in the turn everyone
 unknown shares).
 
 Stopping (``stop()``, SIGTERM or SIGINT): the listeners close and idle connections with them,
@@ -49,8 +50,11 @@ class GatewayServer:
     def __init__(self, gateway: Gateway, host: str, port: int, tls: TlsFiles | None = None,
                  tls_port: int = 0) -> None:
         self.gateway = gateway
-        self.flask = WsgiBridge(create_app(gateway).wsgi_app, gateway.settings.gateway.http_threads,
-                                tenant_of=lambda request: _tenant(gateway.auth, request))
+        http = gateway.settings.gateway
+        self.flask = WsgiBridge(create_app(gateway).wsgi_app, http.http_threads,
+                                tenant_of=lambda request: _tenant(gateway.auth, request),
+                                tenant_threads=max(1, round(http.http_threads * http.tenant_thread_share)),
+                                share_of=lambda tenant: tenant.removeprefix(WEB_TURN))  # its API and web turns
         admin = admin_app(Users(gateway.entities), gateway.auth, gateway.accounts)
         self.admin = WsgiBridge(admin.wsgi_app, 2, "owx-admin")
         self.invoke = InvokeEndpoint(gateway, self.flask.pool)

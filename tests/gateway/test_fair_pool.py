@@ -13,6 +13,7 @@ import requests
 from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request
 from owx.gateway.server import WEB_TURN, _tenant
+from tests.gateway.conftest import start_gateway
 from tests.gateway.test_api_invoke import deploy
 
 WORK_S = 0.05
@@ -59,6 +60,71 @@ def test_a_tenant_alone_gets_every_thread_and_results_and_errors_come_back() -> 
             pool.submit_as("alone", lambda: 1 / 0).result(5)
     finally:
         pool.shutdown()
+
+
+def _served_while_a_tenant_holds_threads(pool: FairPool, holders: list[str]) -> bool:
+    """Whether another tenant's work ran while a piece of work of each of ``holders`` held a thread
+    or waited for one; afterwards every piece of work has finished."""
+    release = threading.Event()
+    holding = [pool.submit_as(tenant, release.wait, 10) for tenant in holders]
+    time.sleep(0.2)  # the holders have taken what threads they may
+    other = pool.submit_as("other", lambda: "served")
+    try:
+        return other.result(0.5) == "served"
+    except TimeoutError:
+        return False
+    finally:
+        release.set()
+        assert all(future.result(10) for future in holding) and other.result(10) == "served"
+
+
+def test_a_tenant_holds_at_most_its_share_of_threads_so_another_is_served_at_once() -> None:
+    pool = FairPool(4, tenant_threads=2, share_of=lambda tenant: tenant.removeprefix("web:"))
+    try:
+        assert _served_while_a_tenant_holds_threads(pool, ["a"] * 6)
+        assert _served_while_a_tenant_holds_threads(pool, ["a", "web:a"] * 3)  # one share for both turns
+        release = threading.Event()
+        holding = [pool.submit_as("a", release.wait, 10) for _ in range(6)]
+        time.sleep(0.2)
+        assert pool.queued() == {"a": 4}  # two run; four wait for a's own threads to come free
+        release.set()
+        assert all(future.result(10) for future in holding)
+    finally:
+        pool.shutdown()
+
+
+def test_without_a_share_a_tenant_holding_every_thread_keeps_another_waiting() -> None:
+    """The control: the same pool, no cap on a tenant's threads."""
+    pool = FairPool(4)
+    try:
+        assert not _served_while_a_tenant_holds_threads(pool, ["a"] * 6)
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("share, served_at_once", [(0.5, True), (1.0, False)])
+def test_the_gateway_keeps_one_namespaces_slow_views_to_its_share_of_threads(tmp_path, share, served_at_once) -> None:
+    """Tenant A's web requests each hold a Flask thread for 3 s (waits held, as a plain WSGI server
+    holds them); tenant B's listing is answered at once only when A may hold half the threads."""
+    server, gateway = start_gateway(tmp_path, gateway={"http_threads": 4, "defer_waits": False,
+                                                       "tenant_thread_share": share})
+    try:
+        http = gateway.session()
+        name = deploy(http, gateway, annotations=[{"key": "web-export", "value": True}])
+        web = f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}.json"
+        assert requests.post(web, json={}, timeout=60).status_code == 200  # its owner cached: A's web turn
+        other = gateway.tenant("share-other").session()
+        assert other.get(gateway.api("actions")).status_code == 200  # B's key is cached: B has a turn of its own
+        with ThreadPoolExecutor(6) as clients:
+            slow = [clients.submit(requests.post, web, json={"sleep": 3}, timeout=60) for _ in range(6)]
+            time.sleep(1)  # A's requests hold what threads they may
+            started = time.monotonic()
+            assert other.get(gateway.api("actions"), timeout=60).status_code == 200
+            waited = time.monotonic() - started
+            assert all(answer.result().status_code == 200 for answer in slow)
+        assert (waited < 1) == served_at_once, waited
+    finally:
+        server.stop()
 
 
 def test_shutdown_cancels_queued_work_and_refuses_more() -> None:

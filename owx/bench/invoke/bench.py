@@ -34,7 +34,8 @@ bounded and every accepted activation is recorded; another tenant's p99 while 20
 wait (:mod:`owx.bench.invoke.fairness`) < 100 ms. Controls (``--control``): ``threaded-runs``
 (every activation runs and waits on a worker thread, up to 4,096 of them, as before owx ran warm
 activations from its event loop: throughput and the flood's thread bound must fail), ``held-waits``
-(waiting requests hold server threads: the fairness goal must fail), ``no-busy-poll`` (the gateway's
+(waiting requests hold server threads, and a namespace may hold them all, as on a plain WSGI
+server: the fairness goal must fail), ``no-busy-poll`` (the gateway's
 loop sleeps whenever it waits, however soon the answer is due: what busy polling saves at c1),
 ``default-gc`` (Python's collector as it comes: its full collections stall the loop during the
 flood, whose GET p99 must then fail).
@@ -69,7 +70,7 @@ from owx.gateway.settings import GatewaySettings
 
 LOOP_THREAD = "owx-loop"  # the gateway's event loop, named so in the kernel (owx.common.eventloop)
 CONTROLS = {"threaded-runs": {"OWX_GATEWAY__LOOP_RUNS": "false", "OWX_GATEWAY__WORKERS": "4096"},
-            "held-waits": {"OWX_GATEWAY__DEFER_WAITS": "false"},
+            "held-waits": {"OWX_GATEWAY__DEFER_WAITS": "false", "OWX_GATEWAY__TENANT_THREAD_SHARE": "1"},
             "no-busy-poll": {"OWX_GATEWAY__BUSY_POLL_US": "0"},
             "default-gc": {"OWX_GATEWAY__SHORT_GC_PAUSES": "false"}}
 

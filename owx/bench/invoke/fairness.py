@@ -4,8 +4,9 @@ plain requests.
 Tenant A sends ``blocked`` blocking invokes of an action that sleeps ``sleep_s`` (all at once, each
 from a client thread of its own, so they wait in the gateway); while they wait, tenant B lists its
 actions every 20 ms and the bench times each answer from B's side. Goal: B's p99 < 100 ms. The
-control ``held-waits`` (``OWX_GATEWAY__DEFER_WAITS=false``) makes every waiting request hold one of
-the server's threads, as a plain WSGI server does: B then waits behind A and the goal fails.
+control ``held-waits`` (``OWX_GATEWAY__DEFER_WAITS=false``, ``OWX_GATEWAY__TENANT_THREAD_SHARE=1``)
+makes every waiting request hold one of the server's threads and lets A hold all of them, as a plain
+WSGI server does: B then waits behind A and the goal fails.
 """
 
 from __future__ import annotations

@@ -5,7 +5,13 @@ A plain thread pool runs work in the order it came: a tenant that keeps 200 slow
 (listing big records, say) makes every other tenant's request wait for all of them. Here each
 tenant has a queue of its own and a free thread takes the oldest work of the next tenant in turn,
 so another tenant's request waits for at most one piece of work per thread, however much the
-flooding tenant queued. The pool stays work-conserving: a tenant alone gets every thread.
+flooding tenant queued.
+
+Taking turns is not enough when the work is slow Python (parsing a big body, say): threads share the
+interpreter, so a tenant holding every thread makes each of them, and the next request that gets
+one, last as long as all of them together. A tenant therefore runs at most ``tenant_threads`` pieces
+of work at once, leaving the other threads free for everyone else's next request; tenants that
+``share_of`` maps to one name (one namespace's API and web turns, say) share that cap.
 """
 
 from __future__ import annotations
@@ -17,18 +23,24 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 SHARED = ""  # the tenant of work nobody is known for (unauthenticated callers share one turn)
-_Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+_Work = tuple[str, Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]  # tenant first
 
 
 class FairPool(Executor):
     """At most ``threads`` threads (started as work needs them), taking work from the tenants'
-    queues in turn. ``submit`` queues under `SHARED`; :meth:`for_tenant` gives the executor that
-    queues under one tenant (for ``loop.run_in_executor``)."""
+    queues in turn, at most ``tenant_threads`` (default: all) at once for the tenants of one
+    ``share_of(tenant)`` (default: each tenant its own). ``submit``
+    queues under `SHARED`; :meth:`for_tenant` gives the executor that queues under one tenant (for
+    ``loop.run_in_executor``)."""
 
-    def __init__(self, threads: int, name: str = "owx-pool") -> None:
-        if threads < 1:
-            raise ValueError("a pool needs at least one thread")
+    def __init__(self, threads: int, name: str = "owx-pool", tenant_threads: int | None = None,
+                 share_of: Callable[[str], str] = lambda tenant: tenant) -> None:
+        if threads < 1 or (tenant_threads is not None and tenant_threads < 1):
+            raise ValueError("a pool needs at least one thread, and so does each tenant")
         self._max_threads = threads
+        self._tenant_threads = min(threads, tenant_threads or threads)
+        self._share_of = share_of
+        self._running: dict[str, int] = {}  # share -> its tenants' work running now
         self._name = name
         self._threads: list[threading.Thread] = []
         self._idle = 0  # threads waiting for work
@@ -51,7 +63,7 @@ class FairPool(Executor):
             if queue is None:
                 queue = self._queues[tenant] = deque()
                 self._turns.append(tenant)
-            queue.append((future, fn, args, kwargs))
+            queue.append((tenant, future, fn, args, kwargs))
             self._waiting += 1
             if self._waiting > self._idle and len(self._threads) < self._max_threads:
                 self._start_thread()  # more work than idle threads to take it
@@ -72,7 +84,7 @@ class FairPool(Executor):
             self._shutdown = True
             if cancel_futures:
                 for queue in self._queues.values():
-                    for future, *_ in queue:
+                    for _, future, *_ in queue:
                         future.cancel()
                 self._queues.clear()
                 self._turns.clear()
@@ -89,35 +101,54 @@ class FairPool(Executor):
         thread.start()
 
     def _next(self) -> _Work | None:
-        """The oldest work of the tenant whose turn it is (waiting for some); None once shut down and drained."""
+        """The oldest work of the next tenant in turn below its share of threads (waiting for some);
+        None once shut down and drained."""
         with self._cond:
-            while not self._turns:
-                if self._shutdown:
+            while (index := self._first_runnable()) is None:
+                if self._shutdown and not self._turns:
                     return None
                 self._idle += 1
                 self._cond.wait()
                 self._idle -= 1
-            tenant = self._turns.popleft()
+            tenant = self._turns[index]
+            del self._turns[index]
             queue = self._queues[tenant]
             work = queue.popleft()
             self._waiting -= 1
+            share = self._share_of(tenant)
+            self._running[share] = self._running.get(share, 0) + 1
             if queue:
                 self._turns.append(tenant)
             else:
                 del self._queues[tenant]
             return work
 
+    def _first_runnable(self) -> int | None:
+        """Where in the turns the first tenant with a thread left to take is (holding the lock)."""
+        for index, tenant in enumerate(self._turns):
+            if self._running.get(self._share_of(tenant), 0) < self._tenant_threads:
+                return index
+        return None
+
+    def _done(self, tenant: str) -> None:
+        """Count ``tenant``'s work as finished (its thread asks for more work next)."""
+        share = self._share_of(tenant)
+        with self._cond:
+            left = self._running.pop(share) - 1
+            if left:
+                self._running[share] = left
+
     def _work(self) -> None:
         while (work := self._next()) is not None:
-            future, fn, args, kwargs = work
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - the caller gets it, as concurrent.futures' pools do
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
+            tenant, future, fn, args, kwargs = work
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - the caller gets it, as concurrent.futures' pools do
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            self._done(tenant)
             del work, future, fn, args, kwargs  # nothing of finished work kept alive while this thread waits
 
 

@@ -33,12 +33,14 @@ KEPT_HEADERS = ("x-request-id", "x-openwhisk-activation-id", "access-control-all
 
 class WsgiBridge:
     """Serves ``app`` to the server's connections (a handler: ``await bridge(request)``); a request
-    waits for a thread in the turn of the tenant ``tenant_of(request)`` names."""
+    waits for a thread in the turn of the tenant ``tenant_of(request)`` names; the tenants of one
+    ``share_of(tenant)`` hold at most ``tenant_threads`` of them at once (default: all)."""
 
     def __init__(self, app: WsgiApp, threads: int, name: str = "owx-http",
-                 tenant_of: Callable[[Request], str] = lambda request: SHARED) -> None:
+                 tenant_of: Callable[[Request], str] = lambda request: SHARED,
+                 tenant_threads: int | None = None, share_of: Callable[[str], str] = lambda tenant: tenant) -> None:
         self.app = app
-        self.pool = FairPool(threads, name)
+        self.pool = FairPool(threads, name, tenant_threads, share_of)
         self._tenant_of = tenant_of
 
     async def __call__(self, request: Request) -> Response:
