@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -29,6 +31,15 @@ def test_decorated_function_runs_remotely(client):
     assert [r["value"] for r in square.map(range(6))] == [0, 1, 4, 9, 16, 25]
     assert [r["value"] for r in square.map([{"x": 2, "offset": 1}])] == [5]
     assert client.get_action(square.name)["limits"]["memory"] == 128
+
+
+def test_a_function_without_source_fails_where_it_is_decorated_and_says_why():
+    """As a user trying the README's snippet in ``python -c``: a clear error before any request."""
+    snippet = ("from owx.gateway.sdk import action\n"
+               "@action(name='nosource')\ndef square(x):\n    return x * x\n")
+    done = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "SourceUnavailable" in done.stderr and "define the function in a file" in done.stderr
 
 
 def test_failures_surface_as_exceptions(client):

@@ -1,6 +1,6 @@
 """The owx Python SDK: a client for the OpenWhisk REST API and the ``@action`` decorator."""
 
 from owx.gateway.sdk.client import ActionFailed, Client, OwxError
-from owx.gateway.sdk.decorators import action
+from owx.gateway.sdk.decorators import SourceUnavailable, action
 
-__all__ = ["ActionFailed", "Client", "OwxError", "action"]
+__all__ = ["ActionFailed", "Client", "OwxError", "SourceUnavailable", "action"]

@@ -23,9 +23,20 @@ def {entry}(params):
 '''
 
 
+class SourceUnavailable(ValueError):
+    """A function whose source Python cannot find (typed at an interactive prompt or in ``python -c``):
+    the action is made of that source, so there is nothing to deploy."""
+
+
 def function_source(function: Callable[..., Any]) -> str:
-    """The function's source without decorators, plus the OpenWhisk entry point."""
-    lines = textwrap.dedent(inspect.getsource(function)).splitlines()
+    """The function's source without decorators, plus the OpenWhisk entry point. Raises SourceUnavailable."""
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError) as exc:
+        raise SourceUnavailable(f"@action deploys the source of {getattr(function, '__name__', function)!r}, which "
+                                "Python cannot find: define the function in a file (not at an interactive "
+                                "prompt or in python -c)") from exc
+    lines = textwrap.dedent(source).splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def ")))
     return "\n".join(lines[start:]) + _WRAPPER.format(entry=ENTRY, function=function.__name__)
 
@@ -46,6 +57,7 @@ class RemoteFunction:
     def __init__(self, function: Callable[..., Any], client: Client | None, name: str | None,
                  kind: str, limits: dict[str, int], annotations: dict[str, Any]) -> None:
         self.function = function
+        self.source = function_source(function)  # now: a function without source fails where it is decorated
         self.name = name or function.__name__
         self.kind = kind
         self.limits = limits
@@ -64,7 +76,7 @@ class RemoteFunction:
         return self.function(*args, **kwargs)
 
     def deploy(self) -> dict[str, Any]:
-        record = self.client.put_action(self.name, function_source(self.function), kind=self.kind, main=ENTRY,
+        record = self.client.put_action(self.name, self.source, kind=self.kind, main=ENTRY,
                                         limits=self.limits or None, annotations=self.annotations or None)
         self._deployed = True
         return record
