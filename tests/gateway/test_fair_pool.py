@@ -104,8 +104,9 @@ def test_without_a_share_a_tenant_holding_every_thread_keeps_another_waiting() -
 
 @pytest.mark.parametrize("share, served_at_once", [(0.5, True), (1.0, False)])
 def test_the_gateway_keeps_one_namespaces_slow_views_to_its_share_of_threads(tmp_path, share, served_at_once) -> None:
-    """Tenant A's web requests each hold a Flask thread for 3 s (waits held, as a plain WSGI server
-    holds them); tenant B's listing is answered at once only when A may hold half the threads."""
+    """Tenant A's blocking invokes and web requests each hold a thread for 3 s (waits held, as a plain
+    WSGI server holds them); tenant B's listing is answered at once only when A may hold half the
+    threads, its API and web requests together."""
     server, gateway = start_gateway(tmp_path, gateway={"http_threads": 4, "defer_waits": False,
                                                        "tenant_thread_share": share})
     try:
@@ -116,7 +117,9 @@ def test_the_gateway_keeps_one_namespaces_slow_views_to_its_share_of_threads(tmp
         other = gateway.tenant("share-other").session()
         assert other.get(gateway.api("actions")).status_code == 200  # B's key is cached: B has a turn of its own
         with ThreadPoolExecutor(6) as clients:
-            slow = [clients.submit(requests.post, web, json={"sleep": 3}, timeout=60) for _ in range(6)]
+            slow = [clients.submit(requests.post, web, json={"sleep": 3}, timeout=60) for _ in range(3)]
+            slow += [clients.submit(http.post, gateway.api(f"actions/{name}"), params={"blocking": "true"},
+                                    json={"sleep": 3}, timeout=60) for _ in range(3)]
             time.sleep(1)  # A's requests hold what threads they may
             started = time.monotonic()
             assert other.get(gateway.api("actions"), timeout=60).status_code == 200

@@ -111,7 +111,7 @@ class InvokeEndpoint:
             answer(_accepted(activation.id, headers))
             await invoker.run(activation)
             return
-        held = self._held_thread()
+        held = self._held_thread(identity.namespace)
 
         def answered(response: Response) -> None:
             timer.cancel()
@@ -141,7 +141,7 @@ class InvokeEndpoint:
             answer(accepted)
             return
         done = asyncio.wrap_future(invocation.done)
-        held = self._held_thread()
+        held = self._held_thread(identity.namespace)
         try:
             completion = await asyncio.wait_for(asyncio.shield(done), wait_s)
         except asyncio.TimeoutError:
@@ -160,13 +160,13 @@ class InvokeEndpoint:
         catalog = self.gateway.catalog
         return catalog.resolved(path, caller) or await self._on_thread(caller, catalog.resolve, path, caller)
 
-    def _held_thread(self) -> threading.Event | None:
-        """Without ``defer_waits``, a server thread held until the event is set (a benchmark's
-        control: what a plain WSGI server does while a request waits); None with it."""
+    def _held_thread(self, namespace: str) -> threading.Event | None:
+        """Without ``defer_waits``, a server thread held in ``namespace``'s turn until the event is set
+        (a benchmark's control: what a plain WSGI server does while a request waits); None with it."""
         if self.settings.defer_waits:
             return None
         held = threading.Event()
-        self.threads.submit(held.wait)
+        self.threads.submit_as(namespace, held.wait)
         return held
 
     async def _on_thread(self, namespace: str, function, *args):  # type: ignore[no-untyped-def]
