@@ -54,10 +54,11 @@ class GatewaySettings(BaseModel):
     http_threads: int = Field(32, ge=1, le=1024, description="threads serving the REST API's Flask views and "
                               "what an invoke must read from the store (never held by waits), taken by the callers' "
                               "namespaces in turn")
-    tenant_thread_share: float = Field(0.25, gt=0, le=1, description="the share of http_threads one namespace's "
-                                       "API and web requests may hold at once (callers not known yet share one), "
-                                       "so that Flask views holding the interpreter in turns stay few and another "
-                                       "namespace's next request finds a thread; 1: no cap (a benchmark control)")
+    tenant_thread_share: float = Field(0.125, gt=0, le=1, description="the share of http_threads one "
+                                       "namespace's API and web requests may hold at once (4 of 32; callers not "
+                                       "known yet share one), so that Flask views holding the interpreter in turns "
+                                       "stay few and another namespace's next request finds a thread; 1: no cap "
+                                       "(a benchmark control)")
     loop_runs: bool = Field(True, description="an activation a warm container can take runs from the event loop "
                             "(no thread); off, every activation runs on a worker thread (a benchmark control)")
     defer_waits: bool = Field(True, description="blocking waits hold no thread; off, a waiting request holds "
