@@ -130,6 +130,16 @@ def test_the_gateway_keeps_one_namespaces_slow_views_to_its_share_of_threads(tmp
         server.stop()
 
 
+def test_shutdown_waits_for_a_capped_tenants_queued_work_and_ends_every_thread() -> None:
+    pool = FairPool(4, tenant_threads=1)
+    work = [pool.submit_as("a", time.sleep, 0.1) for _ in range(3)]  # one runs, two wait; three threads idle
+    time.sleep(0.05)
+    stopping = threading.Thread(target=pool.shutdown)
+    stopping.start()
+    stopping.join(5)
+    assert not stopping.is_alive() and all(future.done() for future in work)
+
+
 def test_shutdown_cancels_queued_work_and_refuses_more() -> None:
     pool = FairPool(1)
     started, release = threading.Event(), threading.Event()

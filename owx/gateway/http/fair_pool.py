@@ -121,6 +121,8 @@ class FairPool(Executor):
                 self._turns.append(tenant)
             else:
                 del self._queues[tenant]
+                if self._shutdown and not self._turns:
+                    self._cond.notify_all()  # drained: threads waiting for a capped tenant's work may end
             return work
 
     def _first_runnable(self) -> int | None:
