@@ -81,8 +81,13 @@ class Authenticator:
 
     def identify(self, authorization: str | None) -> Identity:
         """The identity behind an ``Authorization: Basic ...`` header, or 401 (may read the store)."""
-        uuid, key = _credentials(authorization)
-        return _checked(self._lookup(uuid), key)
+        try:
+            uuid, key = _credentials(authorization)
+            return _checked(self._lookup(uuid), key)
+        except ApiError:
+            if authorization is not None:
+                self._verified.pop(authorization, None)  # no longer any namespace's (see `turn_of`)
+            raise
 
     def identify_cached(self, authorization: str | None) -> Identity | None:
         """:meth:`identify` without I/O: the identity if its key is cached, None if the store must be
@@ -101,6 +106,14 @@ class Authenticator:
         self._verified[authorization] = cached  # type: ignore[index]
         return identity
 
+    def turn_of(self, authorization: str | None) -> str | None:
+        """The namespace this exact header proved to be when it was last checked against a cached key,
+        however long ago, else None: whose turn its request waits in before it is authenticated again
+        (a returning caller need not queue with the unknown), never a proof of who sends it. A header
+        that fails to authenticate is forgotten here, and so are a deleted or rotated key's."""
+        verified = self._verified.get(authorization) if authorization is not None else None
+        return None if verified is None else verified[1].namespace
+
     def _lookup(self, uuid: str) -> Identity | None:
         cached = self._cache.get(uuid)
         if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
@@ -117,6 +130,7 @@ class Authenticator:
         """A key was deleted or rotated: stop answering with what was cached for it."""
         with self._lock:
             self._cache.pop(uuid, None)
+            self._verified = {header: entry for header, entry in self._verified.items() if entry[1].uuid != uuid}
             self._owners = {ns: entry for ns, entry in self._owners.items()
                             if entry[1] is None or entry[1].uuid != uuid}
 

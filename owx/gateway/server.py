@@ -4,8 +4,8 @@ Connections are owx's own HTTP/1.1 server (:mod:`owx.gateway.http`). An invoke i
 event loop itself (:mod:`owx.gateway.api.invoke`); every other request is a Flask view on one of
 ``http_threads`` threads (:mod:`owx.gateway.http.wsgi`), whose waits never hold them, taken by the
 callers' namespaces in turn, one namespace's API and web requests holding at most
-``tenant_thread_share`` of them (a caller whose key is not cached yet waits in the turn everyone
-unknown shares).
+``tenant_thread_share`` of them (a caller whose key this gateway has not seen yet waits in the turn
+everyone unknown shares).
 
 Stopping (``stop()``, SIGTERM or SIGINT): the listeners close and idle connections with them,
 requests in flight get up to ``LISTENER_GRACE_S``; then the gateway closes: running activations get
@@ -163,15 +163,17 @@ class GatewayServer:
 def _tenant(auth: Authenticator, request: Request) -> str:
     """The turn of the Flask threads a request waits in, decided on the loop without a store read: a
     web action's, its namespace's web turn (see `_web_tenant`); any other request's, the namespace of
-    its key when that is cached and right; else `SHARED` (keys that name nobody, however many, share
-    one turn)."""
+    its key when that is cached and right, or when this header proved to be that namespace's before
+    (`Authenticator.turn_of`: the view authenticates it again); else `SHARED` (keys that name nobody,
+    however many, share one turn)."""
     if request.raw_path.startswith(WEB_PREFIX):
         return _web_tenant(auth, request.raw_path)
+    authorization = request.header(b"authorization")
     try:
-        identity = auth.identify_cached(request.header(b"authorization"))
+        identity = auth.identify_cached(authorization)
     except ApiError:
         return SHARED
-    return SHARED if identity is None else identity.namespace
+    return identity.namespace if identity is not None else auth.turn_of(authorization) or SHARED
 
 
 def _web_tenant(auth: Authenticator, raw_path: bytes) -> str:

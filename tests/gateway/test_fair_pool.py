@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
+from owx.gateway import identity
+from owx.gateway.admin.users import Users
 from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request
 from owx.gateway.server import WEB_TURN, _tenant
@@ -173,6 +175,27 @@ def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_i
     uuid = gateway.auth.split(":")[0]
     for forged in (header(f"{uuid}:wrong"), header("nobody:nothing"), "Bearer x", None):  # one turn for them all
         assert _tenant(auth, _request(forged)) == SHARED
+
+
+def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache(gateway, monkeypatch) -> None:
+    """Past the cache's life a key is read from the store again (in the view), but its request waits in
+    the turn of the namespace the same header proved before, not behind everyone unknown (a flood of
+    made-up keys, say). A header that then fails to authenticate is shared again."""
+    returning, rotated = gateway.tenant("fair-returning"), gateway.tenant("fair-rotated")
+    for tenant in (returning, rotated):
+        session = tenant.session()
+        for _ in range(2):  # the first reads the store; the second is checked against the cached key
+            assert session.get(tenant.api("actions")).status_code == 200
+    auth, returning_header = gateway.service.auth, header(returning.auth)
+    monkeypatch.setattr(identity, "CACHE_TTL_S", 0.0)  # every cached key has expired
+    assert auth.identify_cached(returning_header) is None  # the store must be asked again
+    assert _tenant(auth, _request(returning_header)) == returning.namespace
+    assert _tenant(auth, _request(header("nobody:nothing"))) == SHARED
+    Users(gateway.service.entities).delete("fair-returning")  # as another gateway on the same store would
+    assert returning.session().get(returning.api("actions")).status_code == 401
+    assert _tenant(auth, _request(returning_header)) == SHARED
+    auth.forget(rotated.auth.split(":")[0])  # this gateway deleted or rotated the key
+    assert _tenant(auth, _request(header(rotated.auth))) == SHARED
 
 
 def test_a_web_action_waits_in_its_namespaces_web_turn_whoever_calls_it(gateway, http) -> None:

@@ -154,7 +154,8 @@ class InvokeEndpoint:
 
     async def _caller(self, authorization: str | None) -> Identity:
         auth = self.gateway.auth
-        return auth.identify_cached(authorization) or await self._on_thread(SHARED, auth.identify, authorization)
+        return auth.identify_cached(authorization) or await self._on_thread(auth.turn_of(authorization) or SHARED,
+                                                                            auth.identify, authorization)
 
     async def _resolved(self, path: EntityPath, caller: str) -> ResolvedAction:
         catalog = self.gateway.catalog
