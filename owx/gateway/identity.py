@@ -21,6 +21,7 @@ CACHE_TTL_S = 5.0
 MAX_AUTH_HEADER = 1024
 MAX_VERIFIED = 4096  # headers remembered as checked against a cached identity (then forgotten all at once)
 MAX_OWNERS = 4096  # namespaces remembered with their owner, or as absent (then forgotten all at once)
+MAX_ABSENT = 4096  # uuids remembered as naming no key (then forgotten all at once)
 # What a key's two halves may be (owx makes 36-character uuids and 64-character secrets); anything
 # else cannot name a stored key and is refused before the store is asked.
 _UUID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
@@ -77,6 +78,7 @@ class Authenticator:
         # entry matches again, so every invoke need not decode and compare it
         self._verified: dict[str, tuple[float, Identity]] = {}
         self._owners: dict[str, tuple[float, Identity | None]] = {}  # None: no such namespace (as briefly)
+        self._absent: dict[str, float] = {}  # uuids the store had no key for, and when it said so
         self._lock = threading.Lock()
 
     def identify(self, authorization: str | None) -> Identity:
@@ -99,6 +101,8 @@ class Authenticator:
         uuid, key = _credentials(authorization)
         cached = self._cache.get(uuid)
         if cached is None or time.monotonic() - cached[0] >= CACHE_TTL_S:
+            if self._known_absent(uuid):
+                raise unauthenticated()
             return None
         identity = _checked(cached[1], key)
         if len(self._verified) >= MAX_VERIFIED:
@@ -118,13 +122,24 @@ class Authenticator:
         cached = self._cache.get(uuid)
         if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
             return cached[1]
+        if self._known_absent(uuid):
+            return None
         entity = self.store.get(SYSTEM_NAMESPACE, AUTH, uuid) if uuid else None
         if entity is None:
+            with self._lock:
+                if len(self._absent) >= MAX_ABSENT:
+                    self._absent = {}
+                self._absent[uuid] = time.monotonic()
             return None
         identity = Identity(entity.doc["namespace"], uuid, entity.doc["key"])
         with self._lock:
             self._cache[uuid] = (time.monotonic(), identity)
         return identity
+
+    def _known_absent(self, uuid: str) -> bool:
+        """Whether the store had no key for ``uuid`` within the cache's life (a made-up key asked again
+        is refused without a store read)."""
+        return time.monotonic() - self._absent.get(uuid, -CACHE_TTL_S) < CACHE_TTL_S
 
     def forget(self, uuid: str) -> None:
         """A key was deleted or rotated: stop answering with what was cached for it."""
@@ -155,9 +170,10 @@ class Authenticator:
         cached = self._owners.get(namespace)
         return cached[1] if cached and time.monotonic() - cached[0] < CACHE_TTL_S else None
 
-    def created(self, namespace: str) -> None:
-        """A key of ``namespace`` was stored: it is no longer remembered as absent."""
+    def created(self, namespace: str, uuid: str | None = None) -> None:
+        """A key (``uuid``) of ``namespace`` was stored: neither is remembered as absent any more."""
         with self._lock:
+            self._absent.pop(uuid or "", None)
             if (cached := self._owners.get(namespace)) is not None and cached[1] is None:
                 del self._owners[namespace]
 
@@ -174,5 +190,5 @@ class Authenticator:
             self.store.put(SYSTEM_NAMESPACE, AUTH, uuid, {"namespace": namespace, "key": key}, None)
         except Conflict:
             pass
-        self.created(namespace)
+        self.created(namespace, uuid)
         return Identity(namespace, uuid, key)

@@ -42,6 +42,7 @@ START_TIMEOUT_S = 30.0
 BACKLOG = 2048
 WEB_PREFIX = b"/api/v1/web/"
 WEB_TURN = "web:"  # before a namespace: its web actions' turn (no namespace name holds a colon)
+REFUSED_TURN = ":refused"  # requests whose key is known to be wrong, or missing (no namespace's name)
 
 
 class GatewayServer:
@@ -164,15 +165,17 @@ def _tenant(auth: Authenticator, request: Request) -> str:
     """The turn of the Flask threads a request waits in, decided on the loop without a store read: a
     web action's, its namespace's web turn (see `_web_tenant`); any other request's, the namespace of
     its key when that is cached and right, or when this header proved to be that namespace's before
-    (`Authenticator.turn_of`: the view authenticates it again); else `SHARED` (keys that name nobody,
-    however many, share one turn)."""
+    (`Authenticator.turn_of`: the view authenticates it again); `REFUSED_TURN` when it is known to fail
+    (no key, a malformed one, a wrong secret for a cached key, a uuid the store just said is nobody's);
+    else `SHARED`, the turn of keys not seen yet, so that a flood of refused requests does not queue
+    a new tenant's first one."""
     if request.raw_path.startswith(WEB_PREFIX):
         return _web_tenant(auth, request.raw_path)
     authorization = request.header(b"authorization")
     try:
         identity = auth.identify_cached(authorization)
     except ApiError:
-        return SHARED
+        return REFUSED_TURN
     return identity.namespace if identity is not None else auth.turn_of(authorization) or SHARED
 
 

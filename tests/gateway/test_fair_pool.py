@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,7 +15,7 @@ from owx.gateway import identity
 from owx.gateway.admin.users import Users
 from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request
-from owx.gateway.server import WEB_TURN, _tenant
+from owx.gateway.server import REFUSED_TURN, WEB_TURN, _tenant
 from tests.gateway.conftest import start_gateway
 from tests.gateway.test_api_invoke import deploy
 
@@ -172,9 +173,13 @@ def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_i
     auth = gateway.service.auth
     assert _tenant(auth, _request(header(gateway.auth))) == gateway.namespace
     assert _tenant(auth, _request(header(other.auth))) == other.namespace
-    uuid = gateway.auth.split(":")[0]
-    for forged in (header(f"{uuid}:wrong"), header("nobody:nothing"), "Bearer x", None):  # one turn for them all
-        assert _tenant(auth, _request(forged)) == SHARED
+    made_up = header(f"made-up-{uuid.uuid4().hex}:nothing")
+    assert _tenant(auth, _request(made_up)) == SHARED  # a key not seen yet: the store must say
+    assert requests.get(gateway.api("actions"), headers={"Authorization": made_up}, timeout=30).status_code == 401
+    assert _tenant(auth, _request(made_up)) == REFUSED_TURN  # the store said it is nobody's
+    known_uuid = gateway.auth.split(":")[0]
+    for refused in (header(f"{known_uuid}:wrong"), "Bearer x", None):  # one turn for all that are known to fail
+        assert _tenant(auth, _request(refused)) == REFUSED_TURN
 
 
 def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache(gateway, monkeypatch) -> None:
@@ -190,7 +195,7 @@ def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache
     monkeypatch.setattr(identity, "CACHE_TTL_S", 0.0)  # every cached key has expired
     assert auth.identify_cached(returning_header) is None  # the store must be asked again
     assert _tenant(auth, _request(returning_header)) == returning.namespace
-    assert _tenant(auth, _request(header("nobody:nothing"))) == SHARED
+    assert _tenant(auth, _request(header(f"made-up-{uuid.uuid4().hex}:nothing"))) == SHARED
     Users(gateway.service.entities).delete("fair-returning")  # as another gateway on the same store would
     assert returning.session().get(returning.api("actions")).status_code == 401
     assert _tenant(auth, _request(returning_header)) == SHARED

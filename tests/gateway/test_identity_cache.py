@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+
+import pytest
+
+from owx.gateway.errors import ApiError
 from owx.gateway.identity import Authenticator
 from owx.gateway.stores.sqlite import SQLiteEntityStore
 
@@ -37,5 +42,38 @@ def test_a_namespace_created_after_it_was_asked_for_is_found_at_once(tmp_path) -
         assert auth.owner("late") is None
         created = auth.ensure_namespace("late")
         assert auth.owner("late") == created  # not the absence remembered a moment ago
+    finally:
+        store.close()
+
+
+class CountedReads(SQLiteEntityStore):
+    """The real store, counting how often one entity is read."""
+
+    reads = 0
+
+    def get(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super().get(*args, **kwargs)
+
+
+def _basic(auth: str) -> str:
+    return "Basic " + base64.b64encode(auth.encode()).decode()
+
+
+def test_a_flood_of_one_made_up_key_reads_the_store_once_and_is_refused_without_it(tmp_path) -> None:
+    store = CountedReads(tmp_path / "owx.db")
+    try:
+        auth = Authenticator(store)
+        made_up = _basic("made-up-uuid:secret")
+        assert auth.identify_cached(made_up) is None  # not seen yet: the store must say
+        for _ in range(200):
+            with pytest.raises(ApiError) as refused:
+                auth.identify(made_up)
+            assert refused.value.status == 401
+        assert store.reads == 1
+        with pytest.raises(ApiError):
+            auth.identify_cached(made_up)  # refused on the spot now (the gateway's loop needs no thread)
+        created = auth.ensure_namespace("late", "made-up-uuid:secret")  # the same uuid, stored after all
+        assert auth.identify(made_up) == created  # not the absence remembered a moment ago
     finally:
         store.close()

@@ -54,7 +54,7 @@ def admin_app(users: Users, auth: Authenticator, accounts: StoredAccounts) -> Fl
     def create():
         body = CreateBody.model_validate(request.get_json(force=True, silent=True) or {})
         key = users.create(body.subject, body.namespace, body.auth)
-        auth.created(key.namespace)  # its web actions answer at once, even if it was asked for before
+        auth.created(key.namespace, key.uuid)  # it and its web actions answer at once, even if asked for before
         return jsonify(asdict(key))
 
     @app.get("/users")
