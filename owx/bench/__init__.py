@@ -5,4 +5,4 @@ baselines in the same run, prints ratios and goals, and exits non-zero when a
 goal fails.
 """
 
-BENCHMARKS = ("invoke", "upstream", "canary", "disdel", "escra", "thorn", "sandbox")
+BENCHMARKS = ("invoke", "tenants", "upstream", "canary", "disdel", "escra", "thorn", "sandbox")

@@ -18,8 +18,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import requests
-
 from owx.bench.gateway_process import GatewayProcess
 from owx.bench.http_client import percentile
 from owx.bench.results import Report
@@ -51,8 +49,7 @@ def measure_fairness(gateway: GatewayProcess, blocked: int = 200, sleep_s: float
     answer = a.put(gateway.api("actions/sleepy?overwrite=true"),
                    json={"exec": {"kind": "python:3", "code": SLEEPY}, "limits": {"memory": 128}})
     answer.raise_for_status()
-    b = requests.Session()
-    b.auth = tuple(_new_tenant(gateway, "bench-tenant-b").split(":", 1))
+    b = gateway.session(new_tenant(gateway, "bench-tenant-b"))
     b.get(f"{gateway.url}/api/v1/namespaces/_/actions").raise_for_status()
     started = threading.Barrier(blocked + 1)
 
@@ -77,7 +74,7 @@ def measure_fairness(gateway: GatewayProcess, blocked: int = 200, sleep_s: float
     return Fairness(blocked, sleep_s, latencies, sum(1 for code in codes if 200 <= code < 300))
 
 
-def _new_tenant(gateway: GatewayProcess, subject: str) -> str:
+def new_tenant(gateway: GatewayProcess, subject: str) -> str:
     done = subprocess.run([sys.executable, "-m", "owx.cli", "admin", "--data-dir", str(gateway.data_dir), "user",
                            "create", subject], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:

@@ -1,0 +1,178 @@
+"""``owx bench tenants``: what one tenant's flood of the REST API costs another tenant, timed from the other's side.
+
+One gateway (``owx up``, its defaults but the namespaces' invocation limits, raised out of the web
+flood's way); wrk sends each flood from its own process while this process
+times the victims' requests, first with no flood, then beside it:
+
+- slow views: tenant A GETs a 300 KB action at ``-c64``; tenant B lists its actions every 20 ms;
+- web flood: anyone sends A's web action at ``-c128``; B's web action every 20 ms;
+- made-up key: ``-c128`` GETs with one made-up ``uuid:key``; tenants made beforehand send their
+  first request (new keys), and tenants whose keys have left the 5 s cache send one more
+  (returning keys), 0.5 s apart.
+
+Figures only, no goal: each victim's p50 and p99 alone and beside its flood, their ratio, and the
+flood's rate. ``--control no-thread-cap`` lets one namespace hold every Flask thread
+(``OWX_GATEWAY__TENANT_THREAD_SHARE=1``); the victims of the first two series then wait longer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import requests
+
+from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.bench.http_client import percentile
+from owx.bench.invoke.fairness import new_tenant
+from owx.bench.results import Report
+from owx.bench.wrk import WrkResult, wrk
+
+CONTROLS = {"no-thread-cap": {"OWX_GATEWAY__TENANT_THREAD_SHARE": "1"}}
+UNTHROTTLED = {"OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "100000000", "OWX_GATEWAY__CONCURRENT_INVOCATIONS": "100000"}
+CACHE_LIFE_S = 5.5  # past the gateway's key cache (owx.gateway.identity.CACHE_TTL_S)
+TICK_S = 0.02  # between a victim's requests in the first two series
+KEY_GAP_S = 0.5  # between the first requests of new (or returning) tenants
+BIG_ACTION = "def main(args):\n    return {}\n# " + "x" * 300_000 + "\n"
+WEB_ACTION = "def main(args):\n    return {'ok': 1}\n"
+WEB = [{"key": "web-export", "value": True}]
+
+
+@dataclass
+class Series:
+    """One victim's requests alone and beside one flood."""
+
+    name: str
+    alone_ms: list[float]
+    flooded_ms: list[float]
+    flood: WrkResult
+
+    def report(self, report: Report) -> None:
+        for when, samples in (("alone", self.alone_ms), ("beside the flood", self.flooded_ms)):
+            report.figure(f"{self.name}: victim p50 / p99 {when}",
+                          f"{percentile(samples, 0.5):.1f} / {percentile(samples, 0.99):.1f}", "ms")
+        report.figure(f"{self.name}: victim p50 beside the flood / alone",
+                      round(percentile(self.flooded_ms, 0.5) / percentile(self.alone_ms, 0.5), 1), "x")
+        report.figure(f"{self.name}: the flood (its non-2xx answers)", f"{self.flood.rate:.0f} req/s "
+                      f"({self.flood.non_2xx})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="owx bench tenants", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="duration of each flood")
+    parser.add_argument("--control", choices=sorted(CONTROLS), help="switch a mechanism off")
+    args = parser.parse_args(argv)
+    report = Report("tenants", {"flood seconds": args.seconds, "slow views": "wrk -c64 GET of a 300 KB action",
+                                "web flood": "wrk -c128", "made-up key flood": "wrk -c128",
+                                "victim request every (ms)": TICK_S * 1000, "namespace limits": "raised"},
+                    control=args.control)
+    with tempfile.TemporaryDirectory(prefix="owx-bench-tenants-") as tmp:
+        gateway = start_gateway_process(Path(tmp) / "gw", env={**UNTHROTTLED, **CONTROLS.get(args.control or "", {})})
+        try:
+            for series in (*_view_floods(gateway, args.seconds), *_made_up_key(gateway, args.seconds)):
+                series.report(report)
+        finally:
+            gateway.stop()
+    return report.finish()
+
+
+def _view_floods(gateway: GatewayProcess, seconds: float) -> list[Series]:
+    a = gateway.session()
+    b = gateway.session(new_tenant(gateway, "bench-victim"))
+    for session in (a, b):
+        code = {"exec": {"kind": "python:3", "code": WEB_ACTION}, "annotations": WEB}
+        session.put(f"{gateway.url}/api/v1/namespaces/_/actions/web?overwrite=true", json=code).raise_for_status()
+    a.put(gateway.api("actions/big?overwrite=true"),
+          json={"exec": {"kind": "python:3", "code": BIG_ACTION}}).raise_for_status()
+    listing = f"{gateway.url}/api/v1/namespaces/_/actions"
+    web_a, web_b = (f"{gateway.url}/api/v1/web/{_namespace(s, gateway)}/default/web.json" for s in (a, b))
+    anyone = requests.Session()
+    for url in (web_a, web_b):
+        anyone.get(url).raise_for_status()  # warm containers, owners cached
+
+    victim_lists = partial(_ticking, lambda: b.get(listing))
+    victim_web = partial(_ticking, lambda: anyone.get(web_b))
+    return [
+        _beside("slow views", victim_lists, seconds,
+                lambda: wrk(gateway.api("actions/big"), connections=64, seconds=seconds, auth=gateway.auth)),
+        _beside("web flood", victim_web, seconds, lambda: wrk(web_a, connections=128, seconds=seconds)),
+    ]
+
+
+def _made_up_key(gateway: GatewayProcess, seconds: float) -> list[Series]:
+    listing = f"{gateway.url}/api/v1/namespaces/_/actions"
+    sessions = [gateway.session(new_tenant(gateway, f"bench-key-{number}")) for number in range(20)]
+    new_alone, new_flooded = sessions[:4], sessions[4:10]
+    returning_alone, returning_flooded = sessions[10:14], sessions[14:]
+    for session in (*returning_alone, *returning_flooded):
+        for _ in range(2):  # the first reads the key from the store, the second is checked against the cache
+            session.get(listing).raise_for_status()
+    new_quiet = _each(new_alone, listing)
+    time.sleep(CACHE_LIFE_S)
+    returning_quiet = _each(returning_alone, listing)
+    made_up = f"{uuid.uuid4()}:{'x' * 64}"
+    flood: dict[str, WrkResult] = {}
+    sender = threading.Thread(target=lambda: flood.update(result=wrk(
+        listing, connections=128, seconds=seconds, auth=made_up)))
+    sender.start()
+    time.sleep(1.0)
+    returning = _each(returning_flooded, listing)
+    new = _each(new_flooded, listing)
+    sender.join()
+    return [Series("made-up key, new keys' first request", new_quiet, new, flood["result"]),
+            Series("made-up key, returning keys past the cache", returning_quiet, returning, flood["result"])]
+
+
+def _beside(name: str, victim: Callable[[float], list[float]], seconds: float,
+            flood: Callable[[], WrkResult]) -> Series:
+    """The victim alone for 3 s, then from 1.5 s into the flood until 1.5 s before its end."""
+    alone = victim(3.0)
+    result: dict[str, WrkResult] = {}
+    sender = threading.Thread(target=lambda: result.update(flood=flood()))
+    sender.start()
+    time.sleep(1.5)
+    flooded = victim(max(1.0, seconds - 3.0))
+    sender.join()
+    return Series(name, alone, flooded, result["flood"])
+
+
+def _ticking(call: Callable[[], requests.Response], span_s: float) -> list[float]:
+    """Milliseconds of each ``call``, TICK_S apart, for ``span_s``; every answer must be 2xx."""
+    samples: list[float] = []
+    deadline = time.monotonic() + span_s
+    while time.monotonic() < deadline:
+        samples.append(_timed(call))
+        time.sleep(TICK_S)
+    return samples
+
+
+def _each(sessions: list[requests.Session], url: str) -> list[float]:
+    """Milliseconds of one GET of ``url`` by each session, KEY_GAP_S apart; every answer must be 2xx."""
+    samples = []
+    for session in sessions:
+        samples.append(_timed(partial(session.get, url)))
+        time.sleep(KEY_GAP_S)
+    return samples
+
+
+def _timed(call: Callable[[], requests.Response]) -> float:
+    started = time.perf_counter()
+    answer = call()
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    answer.raise_for_status()
+    return elapsed_ms
+
+
+def _namespace(session: requests.Session, gateway: GatewayProcess) -> str:
+    return session.get(f"{gateway.url}/api/v1/namespaces/_/actions/web").json()["namespace"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
