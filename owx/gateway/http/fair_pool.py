@@ -23,7 +23,7 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 SHARED = ""  # the tenant of work nobody is known for (unauthenticated callers share one turn)
-_Work = tuple[str, Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]  # tenant first
+_Work = tuple[str, Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]  # its tenant's share first
 
 
 class FairPool(Executor):
@@ -63,7 +63,7 @@ class FairPool(Executor):
             if queue is None:
                 queue = self._queues[tenant] = deque()
                 self._turns.append(tenant)
-            queue.append((tenant, future, fn, args, kwargs))
+            queue.append((self._share_of(tenant), future, fn, args, kwargs))
             self._waiting += 1
             if self._waiting > self._idle and len(self._threads) < self._max_threads:
                 self._start_thread()  # more work than idle threads to take it
@@ -115,7 +115,7 @@ class FairPool(Executor):
             queue = self._queues[tenant]
             work = queue.popleft()
             self._waiting -= 1
-            share = self._share_of(tenant)
+            share = work[0]
             self._running[share] = self._running.get(share, 0) + 1
             if queue:
                 self._turns.append(tenant)
@@ -128,13 +128,12 @@ class FairPool(Executor):
     def _first_runnable(self) -> int | None:
         """Where in the turns the first tenant with a thread left to take is (holding the lock)."""
         for index, tenant in enumerate(self._turns):
-            if self._running.get(self._share_of(tenant), 0) < self._tenant_threads:
+            if self._running.get(self._queues[tenant][0][0], 0) < self._tenant_threads:  # its share's
                 return index
         return None
 
-    def _done(self, tenant: str) -> None:
-        """Count ``tenant``'s work as finished (its thread asks for more work next)."""
-        share = self._share_of(tenant)
+    def _done(self, share: str) -> None:
+        """Count a piece of ``share``'s work as finished (its thread asks for more work next)."""
         with self._cond:
             left = self._running.pop(share) - 1
             if left:
@@ -142,7 +141,7 @@ class FairPool(Executor):
 
     def _work(self) -> None:
         while (work := self._next()) is not None:
-            tenant, future, fn, args, kwargs = work
+            share, future, fn, args, kwargs = work
             if future.set_running_or_notify_cancel():
                 try:
                     result = fn(*args, **kwargs)
@@ -150,7 +149,7 @@ class FairPool(Executor):
                     future.set_exception(exc)
                 else:
                     future.set_result(result)
-            self._done(tenant)
+            self._done(share)
             del work, future, fn, args, kwargs  # nothing of finished work kept alive while this thread waits
 
 
