@@ -1,4 +1,5 @@
-"""A cheap keep-alive HTTP client and latency arithmetic, so that the server is what a bench measures."""
+"""A cheap keep-alive HTTP client, latency arithmetic, and ``requests`` sessions from a client address
+of their own, so that the server is what a bench measures."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import requests
+import requests.adapters
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -54,3 +58,19 @@ def timed(call: Callable[[int], tuple[int, bytes]], n: int) -> list[float]:
         if status != 200:
             raise RuntimeError(f"call {i} answered {status}: {body[:300]!r}")
     return samples
+
+
+def from_address(session: requests.Session, address: str) -> requests.Session:
+    """``session`` with its HTTP connections made from the local ``address`` (another client, as the
+    server sees it: any of 127/8 reaches this machine)."""
+    session.mount("http://", _SourceAddress(address))
+    return session
+
+
+class _SourceAddress(requests.adapters.HTTPAdapter):
+    def __init__(self, address: str) -> None:
+        self._address = address
+        super().__init__()
+
+    def init_poolmanager(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().init_poolmanager(*args, source_address=(self._address, 0), **kwargs)

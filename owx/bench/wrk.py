@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +33,10 @@ class WrkResult:
 
 
 def wrk(url: str, *, connections: int, seconds: float, method: str = "GET", body: str | None = None,
-        auth: str | None = None, threads: int = 2) -> WrkResult:
-    """Run wrk against ``url`` for ``seconds`` (for a number of requests, see :mod:`owx.bench.ab`)."""
+        auth: str | None = None, threads: int = 2, rotating_auths: Sequence[str] = ()) -> WrkResult:
+    """Run wrk against ``url`` for ``seconds`` (for a number of requests, see :mod:`owx.bench.ab`).
+    With ``rotating_auths`` each request carries the next of those keys instead of ``auth`` (wrk's
+    threads start at different places in them)."""
     if shutil.which("wrk") is None:
         raise SystemExit("owx bench: wrk is not installed (apt-get install wrk)")
     threads = max(1, min(threads, connections))
@@ -41,9 +44,27 @@ def wrk(url: str, *, connections: int, seconds: float, method: str = "GET", body
     if body is not None:
         lines.append(f"wrk.body = [[{body}]]")
     if auth:
-        lines.append(f'wrk.headers["Authorization"] = "Basic {base64.b64encode(auth.encode()).decode()}"')
+        lines.append(f'wrk.headers["Authorization"] = "{_basic(auth)}"')
+    if rotating_auths:
+        lines.extend(_rotating_auths(rotating_auths, threads))
     command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", "-s"]
     return parse(run_with_file(command, "\n".join(lines) + "\n", ".lua", [url], seconds + 120))
+
+
+def _basic(auth: str) -> str:
+    return f"Basic {base64.b64encode(auth.encode()).decode()}"
+
+
+def _rotating_auths(auths: Sequence[str], threads: int) -> list[str]:
+    """Lua that gives each request the next key; thread ``n`` starts ``n/threads`` of the way in (the
+    keys are one string split at start: a table constructor of tens of thousands is too much for LuaJIT)."""
+    return [f'local keys = {{}} for key in ("{" ".join(_basic(auth).split()[1] for auth in auths)}"):gmatch("%S+") '
+            'do keys[#keys + 1] = "Basic " .. key end',
+            "local started = 0",
+            f"function setup(thread) thread:set('next_key', math.floor(started * #keys / {threads})) "
+            "started = started + 1 end",
+            "function request() next_key = next_key % #keys + 1 wrk.headers['Authorization'] = keys[next_key] "
+            "return wrk.format() end"]
 
 
 def run_with_file(command: list[str], text: str, suffix: str, rest: list[str], timeout_s: float) -> str:

@@ -4,8 +4,8 @@ Connections are owx's own HTTP/1.1 server (:mod:`owx.gateway.http`). An invoke i
 event loop itself (:mod:`owx.gateway.api.invoke`); every other request is a Flask view on one of
 ``http_threads`` threads (:mod:`owx.gateway.http.wsgi`), whose waits never hold them, taken by the
 callers' namespaces in turn, one namespace's API and web requests holding at most
-``tenant_thread_share`` of them (a caller whose key this gateway has not seen yet waits in the turn
-everyone unknown shares).
+``tenant_thread_share`` of them (a caller whose key this gateway has not seen yet waits in its
+address's turn, the share of all such callers together; see :mod:`owx.gateway.turns`).
 
 Stopping (``stop()``, SIGTERM or SIGINT): the listeners close and idle connections with them,
 requests in flight get up to ``LISTENER_GRACE_S``; then the gateway closes: running activations get
@@ -21,28 +21,23 @@ import signal
 import socket
 import ssl
 import threading
-from urllib.parse import unquote_to_bytes, urlsplit
+from urllib.parse import urlsplit
 
 from owx.gateway.admin.socket import SOCKET_NAME, admin_app, bind_admin_socket
 from owx.gateway.admin.users import Users
 from owx.gateway.api.invoke import InvokeEndpoint
 from owx.gateway.app import MAX_ENTITY_BYTES, create_app
-from owx.gateway.errors import ApiError
-from owx.gateway.http.fair_pool import SHARED
 from owx.gateway.http.messages import Request, Response
 from owx.gateway.http.protocol import Handler, HttpConnection, Limits
 from owx.gateway.http.wsgi import WsgiBridge
-from owx.gateway.identity import Authenticator
 from owx.gateway.service import Gateway
 from owx.gateway.tls import TlsFiles
+from owx.gateway.turns import request_turn, share_of
 
 log = logging.getLogger(__name__)
 LISTENER_GRACE_S = 2.0
 START_TIMEOUT_S = 30.0
 BACKLOG = 2048
-WEB_PREFIX = b"/api/v1/web/"
-WEB_TURN = "web:"  # before a namespace: its web actions' turn (no namespace name holds a colon)
-REFUSED_TURN = ":refused"  # requests whose key is known to be wrong, or missing (no namespace's name)
 
 
 class GatewayServer:
@@ -52,10 +47,11 @@ class GatewayServer:
                  tls_port: int = 0) -> None:
         self.gateway = gateway
         http = gateway.settings.gateway
+        by_address = http.unknown_turn_by_address
         self.flask = WsgiBridge(create_app(gateway).wsgi_app, http.http_threads,
-                                tenant_of=lambda request: _tenant(gateway.auth, request),
+                                tenant_of=lambda request: request_turn(gateway.auth, request, by_address),
                                 tenant_threads=max(1, round(http.http_threads * http.tenant_thread_share)),
-                                share_of=lambda tenant: tenant.removeprefix(WEB_TURN))  # its API and web turns
+                                share_of=share_of)
         admin = admin_app(Users(gateway.entities), gateway.auth, gateway.accounts)
         self.admin = WsgiBridge(admin.wsgi_app, 2, "owx-admin")
         self.invoke = InvokeEndpoint(gateway, self.flask.pool)
@@ -159,33 +155,6 @@ class GatewayServer:
             await asyncio.sleep(0.02)
         for connection in list(self._connections):
             connection.abort()
-
-
-def _tenant(auth: Authenticator, request: Request) -> str:
-    """The turn of the Flask threads a request waits in, decided on the loop without a store read: a
-    web action's, its namespace's web turn (see `_web_tenant`); any other request's, the namespace of
-    its key when that is cached and right, or when this header proved to be that namespace's before
-    (`Authenticator.turn_of`: the view authenticates it again); `REFUSED_TURN` when it is known to fail
-    (no key, a malformed one, a wrong secret for a cached key, a uuid the store just said is nobody's);
-    else `SHARED`, the turn of keys not seen yet, so that a flood of refused requests does not queue
-    a new tenant's first one."""
-    if request.raw_path.startswith(WEB_PREFIX):
-        return _web_tenant(auth, request.raw_path)
-    authorization = request.header(b"authorization")
-    try:
-        identity = auth.identify_cached(authorization)
-    except ApiError:
-        return REFUSED_TURN
-    return identity.namespace if identity is not None else auth.turn_of(authorization) or SHARED
-
-
-def _web_tenant(auth: Authenticator, raw_path: bytes) -> str:
-    """A web action's turn: ``web:NAMESPACE`` once the namespace's owner is cached (its web actions
-    run as the owner, whoever calls them), so that a public flood of one tenant's web actions waits
-    behind itself, neither behind nor before other tenants' web actions or their own API calls;
-    `SHARED` before, and for namespaces that do not exist (made-up names buy no turns)."""
-    namespace = unquote_to_bytes(raw_path[len(WEB_PREFIX):].partition(b"/")[0]).decode("utf-8", "replace")
-    return SHARED if auth.owner_cached(namespace) is None else WEB_TURN + namespace
 
 
 def _tls_context(tls: TlsFiles) -> ssl.SSLContext:

@@ -61,6 +61,10 @@ class GatewaySettings(BaseModel):
                                        "(a benchmark control)")
     loop_runs: bool = Field(True, description="an activation a warm container can take runs from the event loop "
                             "(no thread); off, every activation runs on a worker thread (a benchmark control)")
+    unknown_turn_by_address: bool = Field(True, description="callers whose key is not known yet (read from "
+                                          "the store) take turns by client address (an IPv6 one's /64), so that "
+                                          "one address's flood of made-up keys queues none of another's; off, they "
+                                          "share one turn (a benchmark control)")
     defer_waits: bool = Field(True, description="blocking waits hold no thread; off, a waiting request holds "
                               "one of http_threads as on a plain WSGI server (a benchmark control)")
     busy_poll_us: int = Field(100, ge=0, le=10_000, description="the event loop polls at least this long "

@@ -15,7 +15,8 @@ from owx.gateway import identity
 from owx.gateway.admin.users import Users
 from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request
-from owx.gateway.server import REFUSED_TURN, WEB_TURN, _tenant
+from owx.gateway.turns import REFUSED_TURN, UNKNOWN_TURN, WEB_TURN, request_turn, share_of, unknown_turn
+from owx.bench.http_client import from_address
 from tests.gateway.conftest import start_gateway
 from tests.gateway.test_api_invoke import deploy
 
@@ -157,13 +158,16 @@ def test_shutdown_cancels_queued_work_and_refuses_more() -> None:
         pool.submit(lambda: None)
 
 
+LOCAL_UNKNOWN = UNKNOWN_TURN + "127.0.0.1"  # the turn of callers from 127.0.0.1 the store must look up
+
+
 def header(key: str) -> str:
     return "Basic " + base64.b64encode(key.encode()).decode()
 
 
 def _request(authorization: str | None, path: bytes = b"/api/v1/namespaces/_/actions") -> Request:
     headers = [] if authorization is None else [(b"authorization", authorization.encode())]
-    return Request("GET", path, b"", headers, b"", None, ("127.0.0.1", 0), "http", "1.1")
+    return Request("GET", path, b"", headers, b"", ("127.0.0.1", 40000), ("127.0.0.1", 0), "http", "1.1")
 
 
 def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_is_known(gateway, http) -> None:
@@ -171,15 +175,15 @@ def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_i
     for running in (gateway, other):  # a request each: their keys are cached from now on
         assert running.session().get(running.api("actions")).status_code == 200
     auth = gateway.service.auth
-    assert _tenant(auth, _request(header(gateway.auth))) == gateway.namespace
-    assert _tenant(auth, _request(header(other.auth))) == other.namespace
+    assert request_turn(auth, _request(header(gateway.auth))) == gateway.namespace
+    assert request_turn(auth, _request(header(other.auth))) == other.namespace
     made_up = header(f"made-up-{uuid.uuid4().hex}:nothing")
-    assert _tenant(auth, _request(made_up)) == SHARED  # a key not seen yet: the store must say
+    assert request_turn(auth, _request(made_up)) == LOCAL_UNKNOWN  # a key not seen yet: the store must say
     assert requests.get(gateway.api("actions"), headers={"Authorization": made_up}, timeout=30).status_code == 401
-    assert _tenant(auth, _request(made_up)) == REFUSED_TURN  # the store said it is nobody's
+    assert request_turn(auth, _request(made_up)) == REFUSED_TURN  # the store said it is nobody's
     known_uuid = gateway.auth.split(":")[0]
     for refused in (header(f"{known_uuid}:wrong"), "Bearer x", None):  # one turn for all that are known to fail
-        assert _tenant(auth, _request(refused)) == REFUSED_TURN
+        assert request_turn(auth, _request(refused)) == REFUSED_TURN
 
 
 def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache(gateway, monkeypatch) -> None:
@@ -194,13 +198,13 @@ def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache
     auth, returning_header = gateway.service.auth, header(returning.auth)
     monkeypatch.setattr(identity, "CACHE_TTL_S", 0.0)  # every cached key has expired
     assert auth.identify_cached(returning_header) is None  # the store must be asked again
-    assert _tenant(auth, _request(returning_header)) == returning.namespace
-    assert _tenant(auth, _request(header(f"made-up-{uuid.uuid4().hex}:nothing"))) == SHARED
+    assert request_turn(auth, _request(returning_header)) == returning.namespace
+    assert request_turn(auth, _request(header(f"made-up-{uuid.uuid4().hex}:nothing"))) == LOCAL_UNKNOWN
     Users(gateway.service.entities).delete("fair-returning")  # as another gateway on the same store would
     assert returning.session().get(returning.api("actions")).status_code == 401
-    assert _tenant(auth, _request(returning_header)) == SHARED
+    assert request_turn(auth, _request(returning_header)) == LOCAL_UNKNOWN
     auth.forget(rotated.auth.split(":")[0])  # this gateway deleted or rotated the key
-    assert _tenant(auth, _request(header(rotated.auth))) == SHARED
+    assert request_turn(auth, _request(header(rotated.auth))) == LOCAL_UNKNOWN
 
 
 def test_a_web_action_waits_in_its_namespaces_web_turn_whoever_calls_it(gateway, http) -> None:
@@ -211,15 +215,56 @@ def test_a_web_action_waits_in_its_namespaces_web_turn_whoever_calls_it(gateway,
     auth = gateway.service.auth
     other = gateway.tenant("fair-web-other")
     other_path = f"/api/v1/web/{other.namespace}/default/anything.json".encode()
-    assert _tenant(auth, _request(None, other_path)) == SHARED  # its owner not looked up yet: no store read here
+    assert request_turn(auth, _request(None, other_path)) == LOCAL_UNKNOWN  # its owner not looked up yet: no store read here
     assert requests.get(gateway.url + path.decode(), timeout=30).status_code == 200  # the owner is cached now
     turn = WEB_TURN + gateway.namespace
     for authorization in (None, header(gateway.auth), header("nobody:nothing")):
-        assert _tenant(auth, _request(authorization, path)) == turn
-    assert turn != _tenant(auth, _request(header(gateway.auth)))  # not the turn of the namespace's API calls
+        assert request_turn(auth, _request(authorization, path)) == turn
+    assert turn != request_turn(auth, _request(header(gateway.auth)))  # not the turn of the namespace's API calls
     for made_up in (b"/api/v1/web/no-such-namespace/default/x", b"/api/v1/web/%ff%fe/p/x", b"/api/v1/web/"):
         assert requests.get(gateway.url + made_up.decode("latin-1"), timeout=30).status_code in (400, 404)
-        assert _tenant(auth, _request(None, made_up)) == SHARED
+        assert request_turn(auth, _request(None, made_up)) == LOCAL_UNKNOWN
+
+
+def test_callers_the_store_must_look_up_take_turns_by_their_address_all_in_one_share() -> None:
+    assert unknown_turn(("192.0.2.7", 1)) == UNKNOWN_TURN + "192.0.2.7"
+    assert unknown_turn(("192.0.2.7", 1)) != unknown_turn(("192.0.2.8", 1))
+    assert unknown_turn(("::ffff:192.0.2.7", 1)) == unknown_turn(("192.0.2.7", 2))  # IPv4-mapped: the same client
+    assert unknown_turn(("2001:db8:1:2:aaaa::1", 1)) == unknown_turn(("2001:db8:1:2:ffff::9", 1))  # a /64: one host
+    assert unknown_turn(("2001:db8:1:2::1", 1)) != unknown_turn(("2001:db8:1:3::1", 1))
+    assert unknown_turn(None) == SHARED  # a Unix socket's caller
+    assert unknown_turn(("192.0.2.7", 1), by_address=False) == SHARED  # the benchmark's control
+    assert {share_of(unknown_turn((host, 1))) for host in ("192.0.2.7", "2001:db8::1")} == {SHARED}  # one cap for all
+    assert share_of(WEB_TURN + "ns") == share_of("ns") == "ns"
+
+
+@pytest.mark.parametrize(("method", "path", "victims_status"), [("GET", "actions", 200),  # a Flask view
+                                                              ("POST", "actions/none", 404)])  # an invoke
+def test_a_flood_of_made_up_keys_from_one_address_does_not_queue_a_new_tenants_first_request_from_another(
+        gateway, monkeypatch, method: str, path: str, victims_status: int) -> None:
+    """Each made-up key must be looked up in the store (slow here: 50 ms). 80 of them from 127.0.0.1
+    keep the unknown callers' threads busy for a second; a new tenant's first request from 127.0.0.2
+    is looked up in the next round, not after all of them."""
+    auth, lookup, started = gateway.service.auth, gateway.service.auth._lookup, []
+
+    def slow_lookup(uuid: str):  # type: ignore[no-untyped-def]
+        started.append(uuid)
+        if uuid.startswith("made-up"):
+            time.sleep(0.05)
+        return lookup(uuid)
+
+    monkeypatch.setattr(auth, "_lookup", slow_lookup)
+    victim = gateway.tenant(f"fair-address-victim-{method.lower()}")
+    flood = [header(f"made-up-{uuid.uuid4().hex}:nothing") for _ in range(80)]
+    with ThreadPoolExecutor(len(flood)) as senders:
+        refused = [senders.submit(requests.request, method, gateway.api(path), headers={"Authorization": h},
+                                  timeout=30) for h in flood]
+        time.sleep(0.3)  # all queued, a few looked up
+        answer = from_address(victim.session(), "127.0.0.2").request(method, victim.api(path), timeout=30)
+        assert answer.status_code == victims_status
+        assert [f.result().status_code for f in refused] == [401] * len(flood)
+    after_the_victim = started[started.index(victim.auth.split(":")[0]) + 1:]
+    assert len(after_the_victim) >= 40, f"the new tenant was looked up after {80 - len(after_the_victim)} made-up keys"
 
 
 def test_work_queued_in_a_burst_starts_on_as_many_threads_as_it_needs() -> None:

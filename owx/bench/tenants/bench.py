@@ -8,11 +8,17 @@ times the victims' requests, first with no flood, then beside it:
 - web flood: anyone sends A's web action at ``-c128``; B's web action every 20 ms;
 - made-up key: ``-c128`` GETs with one made-up ``uuid:key``; tenants made beforehand send their
   first request (new keys), and tenants whose keys have left the 5 s cache send one more
-  (returning keys), 0.5 s apart.
+  (returning keys), 0.5 s apart;
+- fresh made-up keys: ``-c128`` GETs, each with a made-up key of its own (each one read from the
+  store); new tenants send their first request, 0.5 s apart, from another client address
+  (``OTHER_ADDRESS``) and from the flood's own.
 
 Figures only, no goal: each victim's p50 and p99 alone and beside its flood, their ratio, and the
 flood's rate. ``--control no-thread-cap`` lets one namespace hold every Flask thread
 (``OWX_GATEWAY__TENANT_THREAD_SHARE=1``); the victims of the first two series then wait longer.
+``--control one-unknown-turn`` makes callers whose key is not known yet share one turn whatever
+their address (``OWX_GATEWAY__UNKNOWN_TURN_BY_ADDRESS=false``); new tenants beside the fresh keys
+then wait behind the flood wherever they come from.
 """
 
 from __future__ import annotations
@@ -30,16 +36,19 @@ from pathlib import Path
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
-from owx.bench.http_client import percentile
+from owx.bench.http_client import from_address, percentile
 from owx.bench.invoke.fairness import new_tenant
 from owx.bench.results import Report
 from owx.bench.wrk import WrkResult, wrk
 
-CONTROLS = {"no-thread-cap": {"OWX_GATEWAY__TENANT_THREAD_SHARE": "1"}}
+CONTROLS = {"no-thread-cap": {"OWX_GATEWAY__TENANT_THREAD_SHARE": "1"},
+            "one-unknown-turn": {"OWX_GATEWAY__UNKNOWN_TURN_BY_ADDRESS": "false"}}
 UNTHROTTLED = {"OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "100000000", "OWX_GATEWAY__CONCURRENT_INVOCATIONS": "100000"}
 CACHE_LIFE_S = 5.5  # past the gateway's key cache (owx.gateway.identity.CACHE_TTL_S)
 TICK_S = 0.02  # between a victim's requests in the first two series
 KEY_GAP_S = 0.5  # between the first requests of new (or returning) tenants
+FRESH_KEYS = 100_000  # made-up keys of the fresh-keys flood (more than it sends: none is sent twice)
+OTHER_ADDRESS = "127.0.0.2"  # a client address other than the floods' (all of 127/8 is this machine)
 BIG_ACTION = "def main(args):\n    return {}\n# " + "x" * 300_000 + "\n"
 WEB_ACTION = "def main(args):\n    return {'ok': 1}\n"
 WEB = [{"key": "web-export", "value": True}]
@@ -71,12 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = Report("tenants", {"flood seconds": args.seconds, "slow views": "wrk -c64 GET of a 300 KB action",
                                 "web flood": "wrk -c128", "made-up key flood": "wrk -c128",
+                                "fresh made-up keys flood": "wrk -c128, a new key per request",
                                 "victim request every (ms)": TICK_S * 1000, "namespace limits": "raised"},
                     control=args.control)
     with tempfile.TemporaryDirectory(prefix="owx-bench-tenants-") as tmp:
         gateway = start_gateway_process(Path(tmp) / "gw", env={**UNTHROTTLED, **CONTROLS.get(args.control or "", {})})
         try:
-            for series in (*_view_floods(gateway, args.seconds), *_made_up_key(gateway, args.seconds)):
+            for series in (*_view_floods(gateway, args.seconds), *_made_up_key(gateway, args.seconds),
+                           *_fresh_made_up_keys(gateway, args.seconds)):
                 series.report(report)
         finally:
             gateway.stop()
@@ -128,6 +139,26 @@ def _made_up_key(gateway: GatewayProcess, seconds: float) -> list[Series]:
     sender.join()
     return [Series("made-up key, new keys' first request", new_quiet, new, flood["result"]),
             Series("made-up key, returning keys past the cache", returning_quiet, returning, flood["result"])]
+
+
+def _fresh_made_up_keys(gateway: GatewayProcess, seconds: float) -> list[Series]:
+    listing = f"{gateway.url}/api/v1/namespaces/_/actions"
+    keys = [new_tenant(gateway, f"bench-fresh-{number}") for number in range(16)]
+    elsewhere = [from_address(gateway.session(key), OTHER_ADDRESS) for key in keys[:8]]
+    same_address = [gateway.session(key) for key in keys[8:]]
+    elsewhere_quiet, same_quiet = _each(elsewhere[:3], listing), _each(same_address[:3], listing)
+    made_up = [f"{uuid.uuid4()}:{'x' * 64}" for _ in range(FRESH_KEYS)]
+    flood: dict[str, WrkResult] = {}
+    sender = threading.Thread(target=lambda: flood.update(result=wrk(
+        listing, connections=128, seconds=seconds, rotating_auths=made_up)))
+    sender.start()
+    time.sleep(1.0)
+    elsewhere_flooded, same_flooded = _each(elsewhere[3:], listing), _each(same_address[3:], listing)
+    sender.join()
+    return [Series("fresh made-up keys, new keys from another address", elsewhere_quiet, elsewhere_flooded,
+                   flood["result"]),
+            Series("fresh made-up keys, new keys from the flood's address", same_quiet, same_flooded,
+                   flood["result"])]
 
 
 def _beside(name: str, victim: Callable[[float], list[float]], seconds: float,

@@ -30,7 +30,7 @@ from owx.gateway import cors, errors
 from owx.gateway.api.request_args import boolean, bounded, object_from, wait_timeout_s
 from owx.gateway.catalog import ResolvedAction
 from owx.gateway.errors import ApiError
-from owx.gateway.http.fair_pool import SHARED, FairPool
+from owx.gateway.http.fair_pool import FairPool
 from owx.gateway.http.messages import Request, Response, error_response, json_response
 from owx.gateway.identity import Identity
 from owx.gateway.ids import new_id
@@ -38,6 +38,7 @@ from owx.gateway.names import EntityPath, check_namespace, parse_relative
 from owx.gateway.pipeline.invoke import Completion
 from owx.gateway.service import Gateway
 from owx.gateway.stores import StoreUnavailable
+from owx.gateway.turns import unknown_turn
 
 log = logging.getLogger(__name__)
 ACTIVATION_HEADER = "x-openwhisk-activation-id"
@@ -91,7 +92,7 @@ class InvokeEndpoint:
                       answer: Callable[[Response], None]) -> None:
         """Admit the invoke, answer it (202 at once, or the record once durable, or 202 after the wait),
         and run its activation in this task; errors before the answer raise."""
-        identity = await self._caller(request.header(b"authorization"))
+        identity = await self._caller(request)
         path = _path(identity.namespace if namespace == "_" else namespace, name)
         blocking, result_only, wait_s = _options(request.query, self.settings.blocking_wait_s)
         params = object_from(bounded(request.body, self.settings.max_payload_bytes))
@@ -152,10 +153,13 @@ class InvokeEndpoint:
                 held.set()
         answer(_record_answer(completion, result_only, headers))
 
-    async def _caller(self, authorization: str | None) -> Identity:
-        auth = self.gateway.auth
-        return auth.identify_cached(authorization) or await self._on_thread(auth.turn_of(authorization) or SHARED,
-                                                                            auth.identify, authorization)
+    async def _caller(self, request: Request) -> Identity:
+        auth, authorization = self.gateway.auth, request.header(b"authorization")
+        identity = auth.identify_cached(authorization)
+        if identity is not None:
+            return identity
+        turn = auth.turn_of(authorization) or unknown_turn(request.client, self.settings.unknown_turn_by_address)
+        return await self._on_thread(turn, auth.identify, authorization)
 
     async def _resolved(self, path: EntityPath, caller: str) -> ResolvedAction:
         catalog = self.gateway.catalog
