@@ -11,7 +11,10 @@ times the victims' requests, first with no flood, then beside it:
   (returning keys), 0.5 s apart;
 - fresh made-up keys: ``-c128`` GETs, each with a made-up key of its own (each one read from the
   store); new tenants send their first request, 0.5 s apart, from another client address
-  (``OTHER_ADDRESS``) and from the flood's own.
+  (``OTHER_ADDRESS``) and from the flood's own;
+- cold starts: tenant A invokes ``COLD_ACTIONS`` actions of its own at once, each starting a
+  container (128 MB: the node's 2 GB holds 16 of them); tenant B's actions are invoked one after
+  another meanwhile, each starting a container too.
 
 Figures only, no goal: each victim's p50 and p99 alone and beside its flood, their ratio, and the
 flood's rate. ``--control no-thread-cap`` lets one namespace hold every Flask thread
@@ -28,6 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -48,6 +52,8 @@ CACHE_LIFE_S = 5.5  # past the gateway's key cache (owx.gateway.identity.CACHE_T
 TICK_S = 0.02  # between a victim's requests in the first two series
 KEY_GAP_S = 0.5  # between the first requests of new (or returning) tenants
 FRESH_KEYS = 100_000  # made-up keys of the fresh-keys flood (more than it sends: none is sent twice)
+COLD_ACTIONS = 40  # tenant A's actions invoked at once in the cold-start series
+COLD_CODE = "def main(args):\n    return {'n': args.get('n', 0)}\n"
 OTHER_ADDRESS = "127.0.0.2"  # a client address other than the floods' (all of 127/8 is this machine)
 BIG_ACTION = "def main(args):\n    return {}\n# " + "x" * 300_000 + "\n"
 WEB_ACTION = "def main(args):\n    return {'ok': 1}\n"
@@ -81,13 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     report = Report("tenants", {"flood seconds": args.seconds, "slow views": "wrk -c64 GET of a 300 KB action",
                                 "web flood": "wrk -c128", "made-up key flood": "wrk -c128",
                                 "fresh made-up keys flood": "wrk -c128, a new key per request",
+                                "cold-start flood": f"{COLD_ACTIONS} actions of 128 MB invoked at once",
                                 "victim request every (ms)": TICK_S * 1000, "namespace limits": "raised"},
                     control=args.control)
     with tempfile.TemporaryDirectory(prefix="owx-bench-tenants-") as tmp:
         gateway = start_gateway_process(Path(tmp) / "gw", env={**UNTHROTTLED, **CONTROLS.get(args.control or "", {})})
         try:
             for series in (*_view_floods(gateway, args.seconds), *_made_up_key(gateway, args.seconds),
-                           *_fresh_made_up_keys(gateway, args.seconds)):
+                           *_fresh_made_up_keys(gateway, args.seconds), _cold_starts(gateway)):
                 series.report(report)
         finally:
             gateway.stop()
@@ -161,6 +168,40 @@ def _fresh_made_up_keys(gateway: GatewayProcess, seconds: float) -> list[Series]
                    flood["result"])]
 
 
+def _cold_starts(gateway: GatewayProcess) -> Series:
+    a, b = gateway.session(), gateway.session(new_tenant(gateway, "bench-cold-victim"))
+    floods, victims = _actions(a, gateway, "cold-a", COLD_ACTIONS), _actions(b, gateway, "cold-b", 10)
+    alone = [_timed(partial(_cold_invoke, b, action)) for action in victims[:4]]
+    with ThreadPoolExecutor(COLD_ACTIONS) as senders:
+        started = time.perf_counter()
+        sent = [senders.submit(_timed_answer, partial(_cold_invoke, gateway.session(), action)) for action in floods]
+        time.sleep(0.05)
+        flooded = []
+        for action in victims[4:]:
+            flooded.append(_timed(partial(_cold_invoke, b, action)))
+            if all(future.done() for future in sent):
+                break
+        answers = [future.result() for future in sent]
+    span_s = time.perf_counter() - started
+    times = [elapsed for elapsed, _ in answers]
+    flood = WrkResult(len(answers), span_s, len(answers) / span_s, sum(1 for _, answer in answers if not answer.ok),
+                      0, percentile(times, 0.5), percentile(times, 0.99))
+    return Series("cold starts beside another tenant's", alone, flooded, flood)
+
+
+def _actions(session: requests.Session, gateway: GatewayProcess, prefix: str, count: int) -> list[str]:
+    """``count`` new actions of 128 MB (each invoke of one the first: a container of its own)."""
+    urls = [gateway.api(f"actions/{prefix}-{number}") for number in range(count)]
+    for url in urls:
+        session.put(f"{url}?overwrite=true", json={"exec": {"kind": "python:3", "code": COLD_CODE},
+                                                    "limits": {"memory": 128}}).raise_for_status()
+    return urls
+
+
+def _cold_invoke(session: requests.Session, action: str) -> requests.Response:
+    return session.post(f"{action}?blocking=true&result=true", json={})
+
+
 def _beside(name: str, victim: Callable[[float], list[float]], seconds: float,
             flood: Callable[[], WrkResult]) -> Series:
     """The victim alone for 3 s, then from 1.5 s into the flood until 1.5 s before its end."""
@@ -194,11 +235,16 @@ def _each(sessions: list[requests.Session], url: str) -> list[float]:
 
 
 def _timed(call: Callable[[], requests.Response]) -> float:
-    started = time.perf_counter()
-    answer = call()
-    elapsed_ms = (time.perf_counter() - started) * 1000
+    """Milliseconds of ``call``, which must answer 2xx."""
+    elapsed_ms, answer = _timed_answer(call)
     answer.raise_for_status()
     return elapsed_ms
+
+
+def _timed_answer(call: Callable[[], requests.Response]) -> tuple[float, requests.Response]:
+    started = time.perf_counter()
+    answer = call()
+    return (time.perf_counter() - started) * 1000, answer
 
 
 def _namespace(session: requests.Session, gateway: GatewayProcess) -> str:
