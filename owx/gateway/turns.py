@@ -44,7 +44,14 @@ def request_turn(auth: Authenticator, request: Request, by_address: bool = True)
         return REFUSED_TURN
     if identity is not None:
         return identity.namespace
-    return auth.turn_of(authorization) or unknown_turn(request.client, by_address)
+    return lookup_turn(auth, authorization, request.client, by_address)
+
+
+def lookup_turn(auth: Authenticator, authorization: str | None, client: tuple[str, int] | None,
+                by_address: bool = True) -> str:
+    """The turn of a caller whose key is not cached, so the store must be read: the namespace this
+    header proved before (`Authenticator.turn_of`), else its address's `unknown_turn`."""
+    return auth.turn_of(authorization) or unknown_turn(client, by_address)
 
 
 def unknown_turn(client: tuple[str, int] | None, by_address: bool = True) -> str:
@@ -85,5 +92,6 @@ def _network(host: str) -> str:
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             return str(address.ipv4_mapped)
-        return str(ipaddress.IPv6Network((address, IPV6_HOST_PREFIX), strict=False).network_address) + "/64"
+        network = ipaddress.IPv6Network((address, IPV6_HOST_PREFIX), strict=False)
+        return f"{network.network_address}/{IPV6_HOST_PREFIX}"
     return str(address)

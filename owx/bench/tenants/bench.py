@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import requests
 
@@ -45,6 +46,7 @@ from owx.bench.invoke.fairness import new_tenant
 from owx.bench.results import Report
 from owx.bench.wrk import WrkResult, wrk
 
+Measured = TypeVar("Measured")
 CONTROLS = {"no-thread-cap": {"OWX_GATEWAY__TENANT_THREAD_SHARE": "1"},
             "one-unknown-turn": {"OWX_GATEWAY__UNKNOWN_TURN_BY_ADDRESS": "false"}}
 UNTHROTTLED = {"OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "100000000", "OWX_GATEWAY__CONCURRENT_INVOCATIONS": "100000"}
@@ -136,16 +138,11 @@ def _made_up_key(gateway: GatewayProcess, seconds: float) -> list[Series]:
     time.sleep(CACHE_LIFE_S)
     returning_quiet = _each(returning_alone, listing)
     made_up = f"{uuid.uuid4()}:{'x' * 64}"
-    flood: dict[str, WrkResult] = {}
-    sender = threading.Thread(target=lambda: flood.update(result=wrk(
-        listing, connections=128, seconds=seconds, auth=made_up)))
-    sender.start()
-    time.sleep(1.0)
-    returning = _each(returning_flooded, listing)
-    new = _each(new_flooded, listing)
-    sender.join()
-    return [Series("made-up key, new keys' first request", new_quiet, new, flood["result"]),
-            Series("made-up key, returning keys past the cache", returning_quiet, returning, flood["result"])]
+    (returning, new), flood = _while_flooding(
+        lambda: wrk(listing, connections=128, seconds=seconds, auth=made_up), 1.0,
+        lambda: (_each(returning_flooded, listing), _each(new_flooded, listing)))
+    return [Series("made-up key, new keys' first request", new_quiet, new, flood),
+            Series("made-up key, returning keys past the cache", returning_quiet, returning, flood)]
 
 
 def _fresh_made_up_keys(gateway: GatewayProcess, seconds: float) -> list[Series]:
@@ -155,17 +152,11 @@ def _fresh_made_up_keys(gateway: GatewayProcess, seconds: float) -> list[Series]
     same_address = [gateway.session(key) for key in keys[8:]]
     elsewhere_quiet, same_quiet = _each(elsewhere[:3], listing), _each(same_address[:3], listing)
     made_up = [f"{uuid.uuid4()}:{'x' * 64}" for _ in range(FRESH_KEYS)]
-    flood: dict[str, WrkResult] = {}
-    sender = threading.Thread(target=lambda: flood.update(result=wrk(
-        listing, connections=128, seconds=seconds, rotating_auths=made_up)))
-    sender.start()
-    time.sleep(1.0)
-    elsewhere_flooded, same_flooded = _each(elsewhere[3:], listing), _each(same_address[3:], listing)
-    sender.join()
-    return [Series("fresh made-up keys, new keys from another address", elsewhere_quiet, elsewhere_flooded,
-                   flood["result"]),
-            Series("fresh made-up keys, new keys from the flood's address", same_quiet, same_flooded,
-                   flood["result"])]
+    (elsewhere_flooded, same_flooded), flood = _while_flooding(
+        lambda: wrk(listing, connections=128, seconds=seconds, rotating_auths=made_up), 1.0,
+        lambda: (_each(elsewhere[3:], listing), _each(same_address[3:], listing)))
+    return [Series("fresh made-up keys, new keys from another address", elsewhere_quiet, elsewhere_flooded, flood),
+            Series("fresh made-up keys, new keys from the flood's address", same_quiet, same_flooded, flood)]
 
 
 def _cold_starts(gateway: GatewayProcess) -> Series:
@@ -206,13 +197,20 @@ def _beside(name: str, victim: Callable[[float], list[float]], seconds: float,
             flood: Callable[[], WrkResult]) -> Series:
     """The victim alone for 3 s, then from 1.5 s into the flood until 1.5 s before its end."""
     alone = victim(3.0)
-    result: dict[str, WrkResult] = {}
-    sender = threading.Thread(target=lambda: result.update(flood=flood()))
+    flooded, sent = _while_flooding(flood, 1.5, lambda: victim(max(1.0, seconds - 3.0)))
+    return Series(name, alone, flooded, sent)
+
+
+def _while_flooding(flood: Callable[[], WrkResult], lead_s: float,
+                    measure: Callable[[], Measured]) -> tuple[Measured, WrkResult]:
+    """``measure()`` from ``lead_s`` into ``flood()`` (sent from a thread meanwhile); both results."""
+    sent: dict[str, WrkResult] = {}
+    sender = threading.Thread(target=lambda: sent.update(flood=flood()))
     sender.start()
-    time.sleep(1.5)
-    flooded = victim(max(1.0, seconds - 3.0))
+    time.sleep(lead_s)
+    measured = measure()
     sender.join()
-    return Series(name, alone, flooded, result["flood"])
+    return measured, sent["flood"]
 
 
 def _ticking(call: Callable[[], requests.Response], span_s: float) -> list[float]:

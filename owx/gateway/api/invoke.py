@@ -38,7 +38,7 @@ from owx.gateway.names import EntityPath, check_namespace, parse_relative
 from owx.gateway.pipeline.invoke import Completion
 from owx.gateway.service import Gateway
 from owx.gateway.stores import StoreUnavailable
-from owx.gateway.turns import unknown_turn
+from owx.gateway.turns import lookup_turn
 
 log = logging.getLogger(__name__)
 ACTIVATION_HEADER = "x-openwhisk-activation-id"
@@ -158,7 +158,7 @@ class InvokeEndpoint:
         identity = auth.identify_cached(authorization)
         if identity is not None:
             return identity
-        turn = auth.turn_of(authorization) or unknown_turn(request.client, self.settings.unknown_turn_by_address)
+        turn = lookup_turn(auth, authorization, request.client, self.settings.unknown_turn_by_address)
         return await self._on_thread(turn, auth.identify, authorization)
 
     async def _resolved(self, path: EntityPath, caller: str) -> ResolvedAction:
