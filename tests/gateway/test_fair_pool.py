@@ -97,6 +97,29 @@ def test_a_tenant_holds_at_most_its_share_of_threads_so_another_is_served_at_onc
         pool.shutdown()
 
 
+def test_work_is_taken_in_turn_order_skipping_shares_at_their_cap_until_they_are_below_it() -> None:
+    """Tenants are served in the order they took their turns; the tenants of a share at its cap are
+    passed over (their turns kept), and served in their order once a piece of the share's work ends."""
+    pool = FairPool(2, tenant_threads=1, share_of=lambda tenant: tenant[0])  # "a1", "a2": share "a"
+    release_a, release_b = threading.Event(), threading.Event()
+    ran: list[str] = []
+    try:
+        holding = [pool.submit_as("a0", release_a.wait, 10), pool.submit_as("b0", release_b.wait, 10)]
+        time.sleep(0.2)  # both threads held: shares a and b at their cap
+        queued = [pool.submit_as(tenant, ran.append, tenant) for tenant in ("a1", "a2", "c1", "a1", "b1", "c2", "d1")]
+        time.sleep(0.1)
+        assert ran == []
+        release_b.set()  # b0 ends: its thread passes over a1 and a2 (a at its cap) and serves the rest in turn
+        time.sleep(0.3)
+        assert ran == ["c1", "b1", "c2", "d1"]
+        release_a.set()  # a0 ends: a's tenants in turn, a1's second piece after a2's (served, a tenant goes last)
+        for future in (*holding, *queued):
+            future.result(10)
+        assert ran == ["c1", "b1", "c2", "d1", "a1", "a2", "a1"]
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 def test_without_a_share_a_tenant_holding_every_thread_keeps_another_waiting() -> None:
     """The control: the same pool, no cap on a tenant's threads."""
     pool = FairPool(4)

@@ -14,7 +14,11 @@ times the victims' requests, first with no flood, then beside it:
   (``OTHER_ADDRESS``) and from the flood's own;
 - cold starts: tenant A invokes ``COLD_ACTIONS`` actions of its own at once, each starting a
   container (128 MB: the node's 2 GB holds 16 of them); tenant B's actions are invoked one after
-  another meanwhile, each starting a container too.
+  another meanwhile, each starting a container too;
+- many turns (in this process, the gateway's thread pool alone, :class:`FairPool`): another
+  tenant's piece of work, from submit to result, with no turn queued and beside ``MANY_TURNS``
+  callers' turns (one per address, as callers the store must look up get) queued in a share at
+  its cap: what an attacker with that many addresses makes each other request's thread pay.
 
 Figures only, no goal: each victim's p50 and p99 alone and beside its flood, their ratio, and the
 flood's rate. ``--control no-thread-cap`` lets one namespace hold every Flask thread
@@ -45,6 +49,7 @@ from owx.bench.http_client import from_address, percentile
 from owx.bench.invoke.fairness import new_tenant
 from owx.bench.results import Report
 from owx.bench.wrk import WrkResult, wrk
+from owx.gateway.http.fair_pool import FairPool
 
 Measured = TypeVar("Measured")
 CONTROLS = {"no-thread-cap": {"OWX_GATEWAY__TENANT_THREAD_SHARE": "1"},
@@ -55,6 +60,8 @@ TICK_S = 0.02  # between a victim's requests in the first two series
 KEY_GAP_S = 0.5  # between the first requests of new (or returning) tenants
 FRESH_KEYS = 100_000  # made-up keys of the fresh-keys flood (more than it sends: none is sent twice)
 COLD_ACTIONS = 40  # tenant A's actions invoked at once in the cold-start series
+MANY_TURNS = 20_000  # callers' turns queued in one share at its cap (many turns)
+POOL_THREADS, POOL_SHARE = 8, 4  # the pool of the many-turns figure: its threads, a share's cap
 COLD_CODE = "def main(args):\n    return {'n': args.get('n', 0)}\n"
 OTHER_ADDRESS = "127.0.0.2"  # a client address other than the floods' (all of 127/8 is this machine)
 BIG_ACTION = "def main(args):\n    return {}\n# " + "x" * 300_000 + "\n"
@@ -100,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
                 series.report(report)
         finally:
             gateway.stop()
+    alone_us, beside_us = _pool_turns(0), _pool_turns(MANY_TURNS)
+    report.figure(f"many turns: another tenant's work p50 alone / beside {MANY_TURNS} capped turns",
+                  f"{alone_us:.0f} / {beside_us:.0f}", "us")
+    report.figure("many turns: another tenant's work p50 beside them / alone", round(beside_us / alone_us, 1), "x")
     return report.finish()
 
 
@@ -178,6 +189,28 @@ def _cold_starts(gateway: GatewayProcess) -> Series:
     flood = WrkResult(len(answers), span_s, len(answers) / span_s, sum(1 for _, answer in answers if not answer.ok),
                       0, percentile(times, 0.5), percentile(times, 0.99))
     return Series("cold starts beside another tenant's", alone, flooded, flood)
+
+
+def _pool_turns(queued: int, samples: int = 51) -> float:
+    """p50 microseconds from submit to result of another tenant's piece of work in a `FairPool` whose
+    one share holds its cap of threads and ``queued`` more tenants' turns."""
+    pool = FairPool(POOL_THREADS, "bench-turns", POOL_SHARE, share_of=lambda tenant: "" if tenant[0] == "a" else tenant)
+    release = threading.Event()
+    try:
+        for number in range(POOL_SHARE):
+            pool.submit_as(f"a-holder-{number}", release.wait)
+        for number in range(queued):
+            pool.submit_as(f"a{number}", time.sleep, 0)
+        time.sleep(0.2)  # the holders hold their threads; the rest wait for the share's cap
+        waits = []
+        for number in range(samples):
+            started = time.perf_counter()
+            pool.submit_as(f"other-{number}", lambda: None).result(10)
+            waits.append((time.perf_counter() - started) * 1e6)
+        return percentile(waits, 0.5)
+    finally:
+        release.set()
+        pool.shutdown(cancel_futures=True)
 
 
 def _actions(session: requests.Session, gateway: GatewayProcess, prefix: str, count: int) -> list[str]:
