@@ -13,6 +13,9 @@ figure comes from wrk (another process, the client's clock):
   owx's own forward at 1 connection (owx's server, its busy poll and its runtime client on a Unix
   socket, nothing else): its p50 over the direct ``/run``'s is the floor of owx's own parts, and the
   gateway's c1 p50 minus the forward's is what owx's pipeline adds (figures, not goals);
+  the direct ``/run`` again with wrk and the runtime pinned to one core, and to two (what waking a
+  process on another core costs this machine: both c1 series it measures wake another core twice
+  per request, whatever the scheduler does; a figure, not a goal);
   and the c4 ceiling: a Flask app on granian that only forwards each invocation to that runtime's
   ``/run``, over the hello (what the c4 goal's 0.35 leaves room for; a figure, not a goal), with
   its CPU per 1,000 forwards beside the CPU per 1,000 invocations at which the c4 goal's rate would
@@ -116,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     if forwarded.non_2xx or forwarded.errors:
         raise RuntimeError(f"the forward anchor failed: {forwarded.non_2xx} non-2xx answers, {forwarded.errors} errors")
     report.figure("direct /run, c1, p50", direct.p50_ms, "ms")
+    if len(os.sched_getaffinity(0)) >= 2:
+        one, two = (_direct_placed(args.seconds, cores) for cores in ((0, 0), (0, 1)))
+        report.figure("direct /run, c1, p50: wrk and the runtime on one core / on two", f"{one:.3f} / {two:.3f}", "ms")
     with owx_forward_server() as owx_forward_url:
         owx_forward = wrk(owx_forward_url, connections=1, seconds=args.seconds, method="POST", body=body)
     report.figure("owx's forward (owx's server, busy poll, runtime on a Unix socket), c1, p50", owx_forward.p50_ms, "ms")
@@ -298,6 +304,25 @@ def _rss_mb(gateway: GatewayProcess) -> float:
 
 def _run_body() -> str:
     return json.dumps(run_payload({"n": 1}))
+
+
+def _direct_placed(seconds: float, cores: tuple[int, int]) -> float:
+    """The direct ``/run``'s c1 p50 (ms) with the runtime on core ``cores[0]`` and wrk on ``cores[1]``."""
+    cpus = sorted(os.sched_getaffinity(0))
+    runtime_core, client_core = (cpus[index] for index in cores)
+    with _on_core(runtime_core), _direct_runtime() as run_url, _on_core(client_core):
+        return wrk(run_url, connections=1, seconds=seconds, method="POST", body=_run_body()).p50_ms
+
+
+@contextmanager
+def _on_core(core: int) -> Iterator[None]:
+    """This process, and the processes it starts meanwhile, on ``core`` only."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 @contextmanager
