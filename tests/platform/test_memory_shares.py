@@ -73,6 +73,27 @@ def test_a_flood_does_not_evict_a_smaller_tenants_idle_container_for_a_while(mak
     assert again.init_ms is None and again.container_id == first.container_id  # warm, its own container
 
 
+def test_a_busy_actions_next_activations_wait_on_the_loop_when_the_only_idle_memory_is_kept_for_another(
+        make_platform) -> None:
+    """The node full, the flooded action's one container busy and the rest of the memory another
+    tenant's idle container that it may not evict (``fair_keep_idle_s``): its next activations wait
+    on the loop for its own container to free (none is sent to a thread to wait there for memory)."""
+    platform = make_platform(user_memory_mb=512, fair_keep_idle_s=30)
+    small = ActionSpec(key="other/small@1", kind="python:3", code=SLEEP, memory_mb=256)
+    kept = platform.run(small, request(s=0))
+    flooded = ActionSpec(key="guest/flood@1", kind="python:3", code=SLEEP, memory_mb=256)
+    assert platform.run(flooded, request(s=0)).status == SUCCESS  # warm: the node is full
+
+    async def flood() -> list:
+        return await asyncio.gather(*(platform.run_warm(flooded, request(s=0.1)) for _ in range(WORKERS)))
+
+    outcomes = platform.loop.submit(flood()).result(60)
+    assert [o is not None and o.status == SUCCESS for o in outcomes] == [True] * WORKERS  # each on the loop
+    assert len({o.container_id for o in outcomes}) == 1
+    again = platform.run(small, request(s=0))
+    assert again.init_ms is None and again.container_id == kept.container_id  # still kept for its tenant
+
+
 def test_another_tenants_call_of_a_published_action_runs_for_the_caller(make_platform) -> None:
     """Its container's memory and the loop's reading of its output count for the caller, not the owner
     (whose gid and directory it keeps: the code is the owner's)."""

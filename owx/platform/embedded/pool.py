@@ -184,9 +184,11 @@ class ContainerPool:
         return any(s.state == "warm" and s.container.is_alive() for s in self._slots.of(key))
 
     def _fits(self, spec: ActionSpec) -> bool:
-        """Whether a new container of ``spec`` would start now (evicting idle ones if needed)."""
-        room = self.ledger.free(self.node) + self._evicting + self.reclaimable()
-        return spec.memory_mb * MB <= room
+        """Whether a new container of ``spec`` would start now, evicting the idle ones it may evict
+        (another tenant's kept for it, ``may_evict``, are not room; under the lock)."""
+        need = spec.memory_mb * MB
+        room = self.ledger.free(self.node) + self._evicting
+        return need <= room + sum(self.ledger.held(s.holder) for s in self._evictable_for(spec, need))
 
     async def _run_warm(self, slot: Slot, spec: ActionSpec, request: RunRequest) -> RunOutcome:
         started = time.time()
@@ -470,14 +472,7 @@ class ContainerPool:
         extra = need if stem is None else max(0, need - self.ledger.held(stem.holder))
         victims: list[Slot] = []
         if extra > free:
-            held, now, tenant = self.held_by_tenant(), time.monotonic(), spec.tenant
-            candidates = sorted(
-                (s for s in self._slots.values() if self._evictable(s) and s is not stem
-                 and may_evict(s, self.ledger.held(s.holder), tenant, need, held, now - s.last_used,
-                               self.settings.fair_keep_idle_s)),
-                key=lambda s: (s.state == "stem", s.last_used),  # other actions' warm containers first, LRU
-            )
-            for victim in candidates:
+            for victim in self._evictable_for(spec, need, spared=stem):
                 if extra <= free:
                     break
                 victims.append(victim)
@@ -500,6 +495,18 @@ class ContainerPool:
     def _idle_stem(self) -> Slot | None:
         return next(
             (s for s in self._slots.values() if s.state == "stem" and s.idle and s.container.is_alive()), None
+        )
+
+    def _evictable_for(self, spec: ActionSpec, need: int, spared: Slot | None = None) -> list[Slot]:
+        """The idle containers a new container of ``spec`` needing ``need`` bytes may evict (all but
+        ``spared``), in the order they go: other actions' warm containers first, least recently used
+        first (under the lock)."""
+        held, now, tenant = self.held_by_tenant(), time.monotonic(), spec.tenant
+        return sorted(
+            (s for s in self._slots.values() if self._evictable(s) and s is not spared
+             and may_evict(s, self.ledger.held(s.holder), tenant, need, held, now - s.last_used,
+                           self.settings.fair_keep_idle_s)),
+            key=lambda s: (s.state == "stem", s.last_used),
         )
 
     @staticmethod
