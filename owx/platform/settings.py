@@ -42,6 +42,9 @@ class PlatformSettings(BaseModel):
     nodes: int = Field(1, ge=1, description="invoker pools on this machine, each with its own cgroup parent")
     user_memory_mb: int = Field(2048, ge=128, description="memory budget of each node's container pool")
     stem_cells: int = Field(2, ge=0, description="prewarmed python containers per node")
+    starts_per_tenant: int = Field(0, ge=0, description="container starts (made and initialised) of one tenant "
+                                   "at once on a node, its others waiting for one of them to end; 0: twice the "
+                                   "machine's cores (more at once end none sooner: see start_turns)")
     stem_memory_mb: int = Field(256, ge=128, description="memory of a prewarmed stem cell (OpenWhisk's prewarm)")
     idle_evict_s: float = Field(600.0, gt=0, description="idle warm containers are removed after this")
     fair_keep_idle_s: float = Field(

@@ -25,7 +25,9 @@ flood's rate. ``--control no-thread-cap`` lets one namespace hold every Flask th
 (``OWX_GATEWAY__TENANT_THREAD_SHARE=1``); the victims of the first two series then wait longer.
 ``--control one-unknown-turn`` makes callers whose key is not known yet share one turn whatever
 their address (``OWX_GATEWAY__UNKNOWN_TURN_BY_ADDRESS=false``); new tenants beside the fresh keys
-then wait behind the flood wherever they come from.
+then wait behind the flood wherever they come from. ``--control no-start-turns`` lets a tenant start
+as many containers at once as memory allows (``OWX_PLATFORM__STARTS_PER_TENANT=4096``); B's cold
+starts then share the cores with all of A's.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ from owx.gateway.http.fair_pool import FairPool
 
 Measured = TypeVar("Measured")
 CONTROLS = {"no-thread-cap": {"OWX_GATEWAY__TENANT_THREAD_SHARE": "1"},
-            "one-unknown-turn": {"OWX_GATEWAY__UNKNOWN_TURN_BY_ADDRESS": "false"}}
+            "one-unknown-turn": {"OWX_GATEWAY__UNKNOWN_TURN_BY_ADDRESS": "false"},
+            "no-start-turns": {"OWX_PLATFORM__STARTS_PER_TENANT": "4096"}}
 UNTHROTTLED = {"OWX_GATEWAY__INVOCATIONS_PER_MINUTE": "100000000", "OWX_GATEWAY__CONCURRENT_INVOCATIONS": "100000"}
 CACHE_LIFE_S = 5.5  # past the gateway's key cache (owx.gateway.identity.CACHE_TTL_S)
 TICK_S = 0.02  # between a victim's requests in the first two series

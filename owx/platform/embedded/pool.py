@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -35,6 +36,7 @@ from owx.platform.embedded.logs import LogCollector
 from owx.platform.embedded.memory_shares import MemoryWait, first_waiting, held_by_tenant, may_evict, yields
 from owx.platform.embedded.proxy import ProxyResponse, ProxyTimeout, ProxyUnreachable
 from owx.platform.embedded.slots import Slot, SlotTable
+from owx.platform.embedded.start_turns import StartTurns
 from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
 from owx.platform.ledger import MemoryLedger
 from owx.platform.settings import PlatformSettings
@@ -107,6 +109,7 @@ class ContainerPool:
         self.budget_bytes = settings.user_memory_mb * MB
         self.stem_target = settings.stem_cells
         self.idle_evict_s = settings.idle_evict_s
+        self._start_turns = StartTurns(settings.starts_per_tenant or 2 * len(os.sched_getaffinity(0)))
         self._slots = SlotTable()
         self._evicting = 0  # bytes of containers being destroyed (still held in the ledger)
         self._queue: deque[MemoryWait] = deque()  # requests waiting for memory, oldest first
@@ -521,8 +524,13 @@ class ContainerPool:
         """Make (or adapt a stem cell into) an initialised container for ``spec``. ``activation_env``:
         the ``__OW_*`` variables of the activation it starts for, which the action's module code sees
         at init (OpenWhisk's invoker gives them there too)."""
-        started = time.time()
         self._evict(grant)
+        with self._start_turns.turn(spec.tenant):
+            return self._start_in_turn(spec, name, grant, state, activation_env)
+
+    def _start_in_turn(self, spec: ActionSpec, name: str, grant: _Grant, state: ContainerState,
+                       activation_env: dict[str, str] | None) -> _Start:
+        started = time.time()
         slot = grant.slot
         try:
             if slot is None:
