@@ -42,8 +42,3 @@ class StartTurns:
                 if left:
                     self._starting[tenant] = left
                 self._cond.notify_all()
-
-    def starting(self, tenant: str) -> int:
-        """How many starts of ``tenant`` run now."""
-        with self._cond:
-            return self._starting.get(tenant, 0)
