@@ -25,6 +25,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from owx.common.processes import running
+
 DEFAULT_SOCKET = "/var/run/docker.sock"
 PIDFILE = Path("/var/run/docker.pid")
 LOCKFILE = Path(tempfile.gettempdir()) / "owx-dockerd.lock"
@@ -78,11 +80,9 @@ def engine_pid(pidfile: Path = PIDFILE) -> int | None:
     while the engine is a zombie its parent has not reaped (the process that started it)."""
     try:
         pid = int(pidfile.read_text().strip())
-        stat = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
-    command, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:][:1]
-    return pid if command == "dockerd" and state not in ("Z", "X") else None
+    return pid if running(pid, "dockerd") else None
 
 
 def _start_dockerd() -> subprocess.Popen[bytes]:

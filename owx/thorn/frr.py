@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from owx.common.processes import running
 from owx.thorn import netns
 from owx.thorn.frr_config import DAEMONS, FrrConfig
 
@@ -43,11 +44,7 @@ class FrrInstance:
             pid = int(self._pidfile(daemon).read_text().strip())
         except (OSError, ValueError):
             return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        return pid
+        return pid if running(pid) else None
 
     def dead_daemons(self) -> list[str]:
         return [d for d in DAEMONS if self.pid(d) is None]
@@ -114,9 +111,9 @@ class FrrInstance:
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for pid in pids:
-            while _alive(pid) and time.monotonic() < deadline:
+            while running(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if _alive(pid):
+            if running(pid):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -146,11 +143,3 @@ class FrrInstance:
     def configure(self, *lines: str) -> None:
         """Apply configuration lines to the running daemons."""
         self.vtysh("configure terminal", *lines)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

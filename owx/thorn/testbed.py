@@ -16,6 +16,7 @@ from pathlib import Path
 
 import requests
 
+from owx.common.processes import running
 from owx.thorn import netns
 from owx.thorn.frr import FrrInstance
 from owx.thorn.frr_config import BgpPeer, tor_config
@@ -180,7 +181,7 @@ class Testbed:
     def _check_daemons(self) -> None:
         for node in self.cluster().nodes:
             pid = self._daemon_pid(node.name)
-            if pid is None or not _alive(pid):
+            if pid is None or not running(pid):
                 log = self.dir / f"{node.name}.daemon.log"
                 tail = log.read_text()[-1500:] if log.exists() else ""
                 raise TestbedError(f"daemon of {node.name} is not running; log tail:\n{tail}")
@@ -231,23 +232,11 @@ def tor_peers(cluster: ClusterSpec, tor: str) -> list[BgpPeer]:
             for ln in cluster.links if ln.tor == tor for u in nodes[ln.node].uplinks if u.name == ln.uplink]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 def _wait_gone(pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _alive(pid):
+    if running(pid):
         try:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -6,12 +6,12 @@ import os
 import shutil
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from owx.common.dockerd import PIDFILE, engine_pid, ensure_dockerd
 from tests.fixtures.polling import wait_for
+from tests.fixtures.zombies import kill_unreaped
 
 pytestmark = pytest.mark.docker
 
@@ -37,8 +37,7 @@ def test_a_dead_engine_its_parent_has_not_reaped_is_no_engine(tmp_path):
     pidfile.write_text(str(process.pid))
     try:
         assert engine_pid(pidfile) == process.pid
-        os.kill(process.pid, signal.SIGKILL)  # not reaped: a zombie
-        wait_for(lambda: Path(f"/proc/{process.pid}/stat").read_text().split(") ")[1][0] == "Z", what="a zombie")
+        kill_unreaped(process)
         assert engine_pid(pidfile) is None
     finally:
         process.kill()
