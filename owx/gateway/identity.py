@@ -6,16 +6,15 @@ import base64
 import binascii
 import hmac
 import re
-import secrets
 import threading
 import time
 import uuid as uuidlib
 from dataclasses import dataclass
 
 from owx.gateway.errors import UNAUTHENTICATED, ApiError
+from owx.gateway.key_signing import SYSTEM_NAMESPACE, KeySigner
 from owx.gateway.stores import Conflict, EntityStore
 
-SYSTEM_NAMESPACE = "_system"
 AUTH = "auth"
 CACHE_TTL_S = 5.0
 MAX_AUTH_HEADER = 1024
@@ -73,6 +72,7 @@ class Authenticator:
 
     def __init__(self, store: EntityStore) -> None:
         self.store = store
+        self.signer = KeySigner.of(store)
         self._cache: dict[str, tuple[float, Identity]] = {}
         # Authorization headers whose key matched a cached entry: the same header against the same
         # entry matches again, so every invoke need not decode and compare it
@@ -117,6 +117,15 @@ class Authenticator:
         that fails to authenticate is forgotten here, and so are a deleted or rotated key's."""
         verified = self._verified.get(authorization) if authorization is not None else None
         return None if verified is None else verified[1].namespace
+
+    def signed_uuid(self, authorization: str | None) -> str | None:
+        """The uuid of the header's key if owx made that key (`KeySigner`: no store read), else None.
+        Whose turn its request waits in before the store is asked, never a proof of who sends it."""
+        try:
+            uuid, key = _credentials(authorization)
+        except ApiError:
+            return None
+        return uuid if self.signer.signed(uuid, key) else None
 
     def _lookup(self, uuid: str) -> Identity | None:
         cached = self._cache.get(uuid)
@@ -185,7 +194,8 @@ class Authenticator:
         if auth:
             uuid, _, key = auth.partition(":")
         else:
-            uuid, key = str(uuidlib.uuid4()), secrets.token_urlsafe(48)[:64]
+            uuid = str(uuidlib.uuid4())
+            key = self.signer.new_secret(uuid)
         try:
             self.store.put(SYSTEM_NAMESPACE, AUTH, uuid, {"namespace": namespace, "key": key}, None)
         except Conflict:

@@ -8,11 +8,15 @@
   whoever calls them), counted in one share with its API calls (`share_of`);
 - requests known to fail (no key, a malformed one, a wrong secret for a cached key, a uuid the
   store just said is nobody's): `REFUSED_TURN`;
+- a key owx made (its MAC checks, :mod:`owx.gateway.key_signing`) that must be looked up: a turn
+  of its own (`SIGNED_TURN`), all of them counted in one share of their own (`SIGNED_SHARE`), so
+  that made-up keys, which cannot have a MAC, never hold their threads;
 - everyone else, whose key or web namespace the store must look up: a turn per client address
   (an IPv6 address's /64, the block one host is given), all of them counted in one share, so that
   one address sending made-up key after made-up key queues only its own requests, not another
-  address's new tenant (`unknown_turn`). Behind a proxy every caller has the proxy's address and
-  they share one turn, as they all do with ``unknown_turn_by_address`` off.
+  address's new tenant, nor one behind the same address whose key owx made (`unknown_turn`).
+  Behind a proxy every caller with a key given to owx has the proxy's address and they share one
+  turn, as they all do with ``unknown_turn_by_address`` off.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ WEB_PREFIX = b"/api/v1/web/"
 WEB_TURN = "web:"  # before a namespace: its web actions' turn (no namespace name holds a colon)
 REFUSED_TURN = ":refused"  # requests whose key is known to be wrong, or missing (no namespace's name)
 UNKNOWN_TURN = ":unknown:"  # before a client's network: callers whose key is not known yet
+SIGNED_TURN = ":signed:"  # before a key's uuid: a caller whose key owx made, not known yet
+SIGNED_SHARE = ":signed"  # the share of every `SIGNED_TURN`
 IPV6_HOST_PREFIX = 64
 
 
@@ -50,8 +56,13 @@ def request_turn(auth: Authenticator, request: Request, by_address: bool = True)
 def lookup_turn(auth: Authenticator, authorization: str | None, client: tuple[str, int] | None,
                 by_address: bool = True) -> str:
     """The turn of a caller whose key is not cached, so the store must be read: the namespace this
-    header proved before (`Authenticator.turn_of`), else its address's `unknown_turn`."""
-    return auth.turn_of(authorization) or unknown_turn(client, by_address)
+    header proved before (`Authenticator.turn_of`), else its key's own if owx made it, else its
+    address's `unknown_turn`."""
+    if (namespace := auth.turn_of(authorization)) is not None:
+        return namespace
+    if (uuid := auth.signed_uuid(authorization)) is not None:
+        return SIGNED_TURN + uuid
+    return unknown_turn(client, by_address)
 
 
 def unknown_turn(client: tuple[str, int] | None, by_address: bool = True) -> str:
@@ -64,9 +75,11 @@ def unknown_turn(client: tuple[str, int] | None, by_address: bool = True) -> str
 
 def share_of(turn: str) -> str:
     """The share of the threads ``turn`` counts against: a namespace's API and web turns one share,
-    every unknown caller's turn the one `SHARED` share."""
+    the keys owx made `SIGNED_SHARE`, every other unknown caller's turn the one `SHARED` share."""
     if turn.startswith(UNKNOWN_TURN):
         return SHARED
+    if turn.startswith(SIGNED_TURN):
+        return SIGNED_SHARE
     return turn.removeprefix(WEB_TURN)
 
 

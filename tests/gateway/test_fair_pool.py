@@ -15,7 +15,10 @@ from owx.gateway import identity
 from owx.gateway.admin.users import Users
 from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request
-from owx.gateway.turns import REFUSED_TURN, UNKNOWN_TURN, WEB_TURN, request_turn, share_of, unknown_turn
+from owx.gateway.key_signing import KeySigner
+from owx.gateway.turns import (
+    REFUSED_TURN, SIGNED_SHARE, SIGNED_TURN, UNKNOWN_TURN, WEB_TURN, request_turn, share_of, unknown_turn,
+)
 from owx.bench.http_client import from_address
 from tests.gateway.conftest import start_gateway
 from tests.gateway.test_api_invoke import deploy
@@ -212,7 +215,8 @@ def test_the_gateway_queues_a_request_under_its_callers_namespace_once_its_key_i
 def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache(gateway, monkeypatch) -> None:
     """Past the cache's life a key is read from the store again (in the view), but its request waits in
     the turn of the namespace the same header proved before, not behind everyone unknown (a flood of
-    made-up keys, say). A header that then fails to authenticate is shared again."""
+    made-up keys, say). A header that then fails to authenticate waits in its key's own turn (owx
+    made the key), no longer in its namespace's."""
     returning, rotated = gateway.tenant("fair-returning"), gateway.tenant("fair-rotated")
     for tenant in (returning, rotated):
         session = tenant.session()
@@ -225,9 +229,27 @@ def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache
     assert request_turn(auth, _request(header(f"made-up-{uuid.uuid4().hex}:nothing"))) == LOCAL_UNKNOWN
     Users(gateway.service.entities).delete("fair-returning")  # as another gateway on the same store would
     assert returning.session().get(returning.api("actions")).status_code == 401
-    assert request_turn(auth, _request(returning_header)) == LOCAL_UNKNOWN
+    assert request_turn(auth, _request(returning_header)) == SIGNED_TURN + returning.auth.split(":")[0]
     auth.forget(rotated.auth.split(":")[0])  # this gateway deleted or rotated the key
-    assert request_turn(auth, _request(header(rotated.auth))) == LOCAL_UNKNOWN
+    assert request_turn(auth, _request(header(rotated.auth))) == SIGNED_TURN + rotated.auth.split(":")[0]
+
+
+def test_a_key_owx_made_waits_in_a_turn_of_its_own_before_it_is_known_a_key_given_to_owx_in_its_addresss(
+        gateway) -> None:
+    """The keys owx makes end in a MAC of the rest (any gateway on the store checks it without reading
+    the store); a made-up or altered key has none, nor has a key given to owx (``--auth``)."""
+    users, auth = Users(gateway.service.entities), gateway.service.auth
+    made = users.create("fair-made")  # no request yet: not cached
+    given = users.create("fair-given", auth=f"{uuid.uuid4()}:{'g' * 64}")
+    assert request_turn(auth, _request(header(made.auth))) == SIGNED_TURN + made.uuid
+    assert request_turn(auth, _request(header(given.auth))) == LOCAL_UNKNOWN
+    altered = made.key[:-1] + ("A" if made.key[-1] != "A" else "B")
+    for made_up in (f"{made.uuid}:{altered}", f"{uuid.uuid4()}:{made.key}", f"{made.uuid}:{made.key[:-1]}"):
+        assert request_turn(auth, _request(header(made_up))) == LOCAL_UNKNOWN
+    assert share_of(SIGNED_TURN + made.uuid) == SIGNED_SHARE not in (SHARED, share_of(LOCAL_UNKNOWN))
+    rotated = users.rotate("fair-made")
+    assert rotated.key != made.key and request_turn(auth, _request(header(rotated.auth))) == SIGNED_TURN + made.uuid
+    assert KeySigner.of(gateway.service.entities).signed(made.uuid, rotated.key)  # another gateway on the store
 
 
 def test_a_web_action_waits_in_its_namespaces_web_turn_whoever_calls_it(gateway, http) -> None:
@@ -263,11 +285,13 @@ def test_callers_the_store_must_look_up_take_turns_by_their_address_all_in_one_s
 
 @pytest.mark.parametrize(("method", "path", "victims_status"), [("GET", "actions", 200),  # a Flask view
                                                               ("POST", "actions/none", 404)])  # an invoke
-def test_a_flood_of_made_up_keys_from_one_address_does_not_queue_a_new_tenants_first_request_from_another(
-        gateway, monkeypatch, method: str, path: str, victims_status: int) -> None:
+@pytest.mark.parametrize("victims_address", ["127.0.0.2", "127.0.0.1"])
+def test_a_flood_of_made_up_keys_from_one_address_does_not_queue_a_new_tenants_first_request(
+        gateway, monkeypatch, method: str, path: str, victims_status: int, victims_address: str) -> None:
     """Each made-up key must be looked up in the store (slow here: 50 ms). 80 of them from 127.0.0.1
-    keep the unknown callers' threads busy for a second; a new tenant's first request from 127.0.0.2
-    is looked up in the next round, not after all of them."""
+    keep the unknown callers' threads busy for a second; a new tenant's first request, from another
+    address or from the flood's own (its key owx made), is looked up in the next round, not after
+    all of them."""
     auth, lookup, started = gateway.service.auth, gateway.service.auth._lookup, []
 
     def slow_lookup(uuid: str):  # type: ignore[no-untyped-def]
@@ -277,13 +301,13 @@ def test_a_flood_of_made_up_keys_from_one_address_does_not_queue_a_new_tenants_f
         return lookup(uuid)
 
     monkeypatch.setattr(auth, "_lookup", slow_lookup)
-    victim = gateway.tenant(f"fair-address-victim-{method.lower()}")
+    victim = gateway.tenant(f"fair-address-victim-{method.lower()}-{victims_address}")
     flood = [header(f"made-up-{uuid.uuid4().hex}:nothing") for _ in range(80)]
     with ThreadPoolExecutor(len(flood)) as senders:
         refused = [senders.submit(requests.request, method, gateway.api(path), headers={"Authorization": h},
                                   timeout=30) for h in flood]
         time.sleep(0.3)  # all queued, a few looked up
-        answer = from_address(victim.session(), "127.0.0.2").request(method, victim.api(path), timeout=30)
+        answer = from_address(victim.session(), victims_address).request(method, victim.api(path), timeout=30)
         assert answer.status_code == victims_status
         assert [f.result().status_code for f in refused] == [401] * len(flood)
     after_the_victim = started[started.index(victim.auth.split(":")[0]) + 1:]

@@ -74,9 +74,11 @@ def measure_fairness(gateway: GatewayProcess, blocked: int = 200, sleep_s: float
     return Fairness(blocked, sleep_s, latencies, sum(1 for code in codes if 200 <= code < 300))
 
 
-def new_tenant(gateway: GatewayProcess, subject: str) -> str:
+def new_tenant(gateway: GatewayProcess, subject: str, auth: str | None = None) -> str:
+    """The key of a new subject, as ``owx admin user create`` makes it (or with ``auth``, given to owx)."""
+    given = [] if auth is None else ["--auth", auth]
     done = subprocess.run([sys.executable, "-m", "owx.cli", "admin", "--data-dir", str(gateway.data_dir), "user",
-                           "create", subject], capture_output=True, text=True, timeout=60)
+                           "create", subject, *given], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise RuntimeError(f"owx admin user create failed: {done.stderr}")
     return done.stdout.strip()

@@ -11,7 +11,9 @@ times the victims' requests, first with no flood, then beside it:
   (returning keys), 0.5 s apart;
 - fresh made-up keys: ``-c128`` GETs, each with a made-up key of its own (each one read from the
   store); new tenants send their first request, 0.5 s apart, from another client address
-  (``OTHER_ADDRESS``) and from the flood's own;
+  (``OTHER_ADDRESS``) and from the flood's own, with keys owx made (their MAC tells them from
+  made-up ones, :mod:`owx.gateway.key_signing`), and from the flood's own with keys given to owx
+  (``owx admin user create --auth``: no MAC, so they wait in the flood's address's turn);
 - cold starts: tenant A invokes ``COLD_ACTIONS`` actions of its own at once, each starting a
   container (128 MB: the node's 2 GB holds 16 of them); tenant B's actions are invoked one after
   another meanwhile, each starting a container too;
@@ -33,6 +35,7 @@ starts then share the cores with all of A's.
 from __future__ import annotations
 
 import argparse
+import secrets
 import tempfile
 import threading
 import time
@@ -162,15 +165,19 @@ def _made_up_key(gateway: GatewayProcess, seconds: float) -> list[Series]:
 def _fresh_made_up_keys(gateway: GatewayProcess, seconds: float) -> list[Series]:
     listing = f"{gateway.url}/api/v1/namespaces/_/actions"
     keys = [new_tenant(gateway, f"bench-fresh-{number}") for number in range(16)]
-    elsewhere = [from_address(gateway.session(key), OTHER_ADDRESS) for key in keys[:8]]
-    same_address = [gateway.session(key) for key in keys[8:]]
-    elsewhere_quiet, same_quiet = _each(elsewhere[:3], listing), _each(same_address[:3], listing)
+    given = [new_tenant(gateway, f"bench-given-{number}", f"{uuid.uuid4()}:{secrets.token_hex(32)}")
+             for number in range(8)]
+    victims = [[from_address(gateway.session(key), OTHER_ADDRESS) for key in keys[:8]],
+               [gateway.session(key) for key in keys[8:]], [gateway.session(key) for key in given]]
+    quiet = [_each(sessions[:3], listing) for sessions in victims]
     made_up = [f"{uuid.uuid4()}:{'x' * 64}" for _ in range(FRESH_KEYS)]
-    (elsewhere_flooded, same_flooded), flood = _while_flooding(
+    flooded, flood = _while_flooding(
         lambda: wrk(listing, connections=128, seconds=seconds, rotating_auths=made_up), 1.0,
-        lambda: (_each(elsewhere[3:], listing), _each(same_address[3:], listing)))
-    return [Series("fresh made-up keys, new keys from another address", elsewhere_quiet, elsewhere_flooded, flood),
-            Series("fresh made-up keys, new keys from the flood's address", same_quiet, same_flooded, flood)]
+        lambda: [_each(sessions[3:], listing) for sessions in victims])
+    names = ("new keys from another address", "new keys from the flood's address",
+             "new keys given to owx, from the flood's address")
+    return [Series(f"fresh made-up keys, {name}", alone, beside, flood)
+            for name, alone, beside in zip(names, quiet, flooded)]
 
 
 def _cold_starts(gateway: GatewayProcess) -> Series:

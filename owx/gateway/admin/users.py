@@ -2,21 +2,19 @@
 
 A subject owns one key (``uuid:key``) per namespace it may use; the key's uuid addresses the
 record in the store. Creating a subject gives it a namespace of its own name unless another is
-named. Keys are random (a 36-character uuid and a 64-character secret); rotation replaces the
-secret and keeps the uuid.
+named. Keys are random (a 36-character uuid and a 64-character secret ending in its MAC,
+:mod:`owx.gateway.key_signing`); rotation replaces the secret and keeps the uuid.
 """
 
 from __future__ import annotations
 
-import secrets
 import uuid as uuidlib
 from dataclasses import dataclass
 
 from owx.gateway.identity import AUTH, SYSTEM_NAMESPACE, Identity
+from owx.gateway.key_signing import KeySigner
 from owx.gateway.names import valid_name
 from owx.gateway.stores import Conflict, EntityStore
-
-KEY_CHARS = 64
 
 
 class AdminError(ValueError):
@@ -42,6 +40,7 @@ class Users:
 
     def __init__(self, store: EntityStore) -> None:
         self.store = store
+        self.signer = KeySigner.of(store)
 
     def create(self, subject: str, namespace: str | None = None, auth: str | None = None) -> UserKey:
         """A new key of ``subject`` for ``namespace`` (default: the subject's name)."""
@@ -50,7 +49,11 @@ class Users:
         check_name("namespace", namespace)
         if any(k.namespace == namespace for k in self.keys(subject)):
             raise AdminError(f"subject {subject!r} already has a key for namespace {namespace!r}")
-        key_uuid, secret = parse_auth(auth) if auth else (str(uuidlib.uuid4()), _secret())
+        if auth:
+            key_uuid, secret = parse_auth(auth)
+        else:
+            key_uuid = str(uuidlib.uuid4())
+            secret = self.signer.new_secret(key_uuid)
         try:
             self.store.put(SYSTEM_NAMESPACE, AUTH, key_uuid, {"namespace": namespace, "key": secret, "subject": subject},
                            None)
@@ -83,7 +86,7 @@ class Users:
         entity = self.store.get(SYSTEM_NAMESPACE, AUTH, old.uuid)
         if entity is None:
             raise AdminError(f"the key of subject {subject!r} vanished")
-        fresh = UserKey(subject, old.namespace, old.uuid, _secret())
+        fresh = UserKey(subject, old.namespace, old.uuid, self.signer.new_secret(old.uuid))
         self.store.put(SYSTEM_NAMESPACE, AUTH, old.uuid, {**entity.doc, "key": fresh.key}, entity.rev)
         return fresh
 
@@ -100,10 +103,6 @@ def as_identity(key: UserKey) -> Identity:
 
 def _key(key_uuid: str, doc: dict) -> UserKey:
     return UserKey(doc.get("subject") or doc["namespace"], doc["namespace"], key_uuid, doc["key"])
-
-
-def _secret() -> str:
-    return secrets.token_urlsafe(48)[:KEY_CHARS]
 
 
 def parse_auth(auth: str) -> tuple[str, str]:
