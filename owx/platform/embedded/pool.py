@@ -171,7 +171,7 @@ class ContainerPool:
             slot = self._warm(spec.key)
             if slot is not None:
                 slot.in_flight += 1
-            elif not self._has_warm(spec.key) or (not self._queue and self._fits(spec)):
+            elif not self._has_warm(spec.key) or (not self._startable() and self._fits(spec)):
                 return None
             else:
                 turn: asyncio.Future[Slot | None] = asyncio.get_running_loop().create_future()
@@ -400,18 +400,25 @@ class ContainerPool:
                         self.ledger.release(reservation)
                     return _Grant(slot=slot)
                 reserved = self.ledger.take(reservation, self.node) if reservation else 0
-                if reserved:  # memory held for this activation in advance: no queue
+                if reserved:  # memory held for this activation in advance: no queue, nor a turn to wait for
+                    self._start_turns.begin(spec.tenant)
                     return self._plan(spec, need, allow_stem=True, reserved=reserved)  # type: ignore[return-value]
             if ticket not in self._queue:
                 self._queue.append(ticket)
-            if first_waiting(self._queue, self.held_by_tenant()) is ticket:
+            startable = self._startable()
+            if startable and first_waiting(startable, self.held_by_tenant()) is ticket:
                 grant = self._plan(spec, need, allow_stem=state == "warm")
                 if grant is not None:
+                    self._start_turns.begin(spec.tenant)
                     return grant
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise NoRoom(f"no memory for {spec.memory_mb} MB on node {self.node}")
             self._cond.wait(remaining)
+
+    def _startable(self) -> list[MemoryWait]:
+        """The requests waiting for memory whose tenants may start a container now (under the lock)."""
+        return [wait for wait in self._queue if not self._start_turns.full(wait.tenant)]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -441,7 +448,7 @@ class ContainerPool:
     def _owed(self, slot: Slot) -> bool:
         """Whether ``slot``, once idle, is kept for a request of another tenant waiting for memory,
         which will evict it (:func:`~owx.platform.embedded.memory_shares.yields`; under the lock)."""
-        return slot.idle and yields(slot, self._queue, self.held_by_tenant(), self.ledger.held(slot.holder))
+        return slot.idle and yields(slot, self._startable(), self.held_by_tenant(), self.ledger.held(slot.holder))
 
     def _hand_idle_to_waiters(self) -> list[tuple[asyncio.Future[Slot | None], Slot]]:
         """Free warm containers handed to activations waiting for them on the loop, now that nobody
@@ -524,11 +531,15 @@ class ContainerPool:
         """Make (or adapt a stem cell into) an initialised container for ``spec``. ``activation_env``:
         the ``__OW_*`` variables of the activation it starts for, which the action's module code sees
         at init (OpenWhisk's invoker gives them there too)."""
-        self._evict(grant)
-        with self._start_turns.turn(spec.tenant):
-            return self._start_in_turn(spec, name, grant, state, activation_env)
+        try:
+            self._evict(grant)
+            return self._start_granted(spec, name, grant, state, activation_env)
+        finally:
+            with self._cond:
+                self._start_turns.end(spec.tenant)
+                self._cond.notify_all()
 
-    def _start_in_turn(self, spec: ActionSpec, name: str, grant: _Grant, state: ContainerState,
+    def _start_granted(self, spec: ActionSpec, name: str, grant: _Grant, state: ContainerState,
                        activation_env: dict[str, str] | None) -> _Start:
         started = time.time()
         slot = grant.slot

@@ -8,37 +8,32 @@ of its own to end; other tenants' starts do not wait for them. The platform's de
 machine's cores: on a 2-core VM the burst of 40 then ended as soon as with no bound (493 against
 486 ms), and the other tenant's start took 37-98 ms; with the cores alone it took 39-56 ms, but the
 burst ended 20% later (586 ms): starts are not all CPU.
+
+A start waits for its turn before it is given memory (the pool asks :meth:`StartTurns.full` before
+it plans one): waiting with its memory held, a burst kept the node full while only a few of its
+starts ran, and another tenant's start waited for that memory.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 
 class StartTurns:
-    """Counts each tenant's container starts on one node; :meth:`turn` waits while ``per_tenant`` run."""
+    """Counts each tenant's container starts on one node; used under the pool's lock."""
 
     def __init__(self, per_tenant: int) -> None:
         if per_tenant < 1:
             raise ValueError("a tenant needs at least one start at a time")
         self.per_tenant = per_tenant
         self._starting: dict[str, int] = {}
-        self._cond = threading.Condition()
 
-    @contextmanager
-    def turn(self, tenant: str) -> Iterator[None]:
-        """One start of ``tenant``: waits until fewer than ``per_tenant`` of its starts run here."""
-        with self._cond:
-            while self._starting.get(tenant, 0) >= self.per_tenant:
-                self._cond.wait()
-            self._starting[tenant] = self._starting.get(tenant, 0) + 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                left = self._starting.pop(tenant) - 1
-                if left:
-                    self._starting[tenant] = left
-                self._cond.notify_all()
+    def full(self, tenant: str) -> bool:
+        """Whether ``per_tenant`` starts of ``tenant`` run: its next one waits."""
+        return self._starting.get(tenant, 0) >= self.per_tenant
+
+    def begin(self, tenant: str) -> None:
+        self._starting[tenant] = self._starting.get(tenant, 0) + 1
+
+    def end(self, tenant: str) -> None:
+        left = self._starting.pop(tenant) - 1
+        if left:
+            self._starting[tenant] = left
