@@ -35,15 +35,17 @@ class KeySigner:
     @classmethod
     def of(cls, store: EntityStore) -> "KeySigner":
         """The signer of every gateway on ``store``: its secret read, or made and stored by the first."""
-        for _ in range(2):
-            entity = store.get(SYSTEM_NAMESPACE, COLLECTION, NAME)
-            if entity is not None:
-                return cls(bytes.fromhex(entity.doc["secret"]))
+        entity = store.get(SYSTEM_NAMESPACE, COLLECTION, NAME)
+        if entity is None:
+            secret = secrets.token_hex(32)
             try:
-                store.put(SYSTEM_NAMESPACE, COLLECTION, NAME, {"secret": secrets.token_hex(32)}, None)
+                store.put(SYSTEM_NAMESPACE, COLLECTION, NAME, {"secret": secret}, None)
+                return cls(bytes.fromhex(secret))
             except Conflict:  # another gateway made it first: read that one
-                continue
-        raise RuntimeError("the key-signing secret could not be stored")
+                entity = store.get(SYSTEM_NAMESPACE, COLLECTION, NAME)
+                if entity is None:
+                    raise RuntimeError("the key-signing secret could not be stored") from None
+        return cls(bytes.fromhex(entity.doc["secret"]))
 
     def new_secret(self, uuid: str) -> str:
         """A random secret for the key ``uuid``, ending in its MAC."""

@@ -52,7 +52,7 @@ class GatewayServer:
                                 tenant_of=lambda request: request_turn(gateway.auth, request, by_address),
                                 tenant_threads=max(1, round(http.http_threads * http.tenant_thread_share)),
                                 share_of=share_of)
-        admin = admin_app(Users(gateway.entities), gateway.auth, gateway.accounts)
+        admin = admin_app(Users(gateway.entities, gateway.auth.signer), gateway.auth, gateway.accounts)
         self.admin = WsgiBridge(admin.wsgi_app, 2, "owx-admin")
         self.invoke = InvokeEndpoint(gateway, self.flask.pool)
         self.host = host

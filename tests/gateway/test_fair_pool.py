@@ -234,7 +234,7 @@ def test_a_returning_caller_waits_in_its_own_turn_after_its_key_leaves_the_cache
     assert request_turn(auth, _request(header(rotated.auth))) == SIGNED_TURN + rotated.auth.split(":")[0]
 
 
-def test_a_key_owx_made_waits_in_a_turn_of_its_own_before_it_is_known_a_key_given_to_owx_in_its_addresss(
+def test_a_key_owx_made_waits_in_a_turn_of_its_own_before_it_is_known_a_key_given_to_owx_in_its_address(
         gateway) -> None:
     """The keys owx makes end in a MAC of the rest (any gateway on the store checks it without reading
     the store); a made-up or altered key has none, nor has a key given to owx (``--auth``)."""

@@ -36,11 +36,12 @@ class UserKey:
 
 
 class Users:
-    """The subjects of one owx instance."""
+    """The subjects of one owx instance; new secrets are signed by ``signer`` (the gateway's, else the
+    store's read here)."""
 
-    def __init__(self, store: EntityStore) -> None:
+    def __init__(self, store: EntityStore, signer: KeySigner | None = None) -> None:
         self.store = store
-        self.signer = KeySigner.of(store)
+        self.signer = signer or KeySigner.of(store)
 
     def create(self, subject: str, namespace: str | None = None, auth: str | None = None) -> UserKey:
         """A new key of ``subject`` for ``namespace`` (default: the subject's name)."""
