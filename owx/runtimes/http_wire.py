@@ -59,18 +59,21 @@ class Request:
         self.secret = secret
 
 
-def serve_forever(listener: socket.socket, handle: Handler, secret: str | None = None) -> None:
+def serve_forever(listener: socket.socket, handle: Handler, secret: str | None = None,
+                  answered: Callable[[], None] | None = None) -> None:
     """Accept connections on a listening socket and serve each in its own thread."""
     while True:
         conn, _ = listener.accept()
-        threading.Thread(target=serve_connection, args=(conn, handle, secret), daemon=True).start()
+        threading.Thread(target=serve_connection, args=(conn, handle, secret, answered), daemon=True).start()
 
 
-def serve_connection(conn: socket.socket, handle: Handler, secret: str | None = None) -> None:
+def serve_connection(conn: socket.socket, handle: Handler, secret: str | None = None,
+                     answered: Callable[[], None] | None = None) -> None:
     """Serve requests on one connection until the client closes it or asks to.
 
     With a ``secret``, a request without it in header ``SECRET_HEADER`` is answered 401 and the
-    connection closed: only the platform that started the runtime may use it."""
+    connection closed: only the platform that started the runtime may use it. ``answered()`` is
+    called once each handled request's answer is sent (or could not be), on this thread."""
     if conn.family != socket.AF_UNIX:  # an inherited --fd may also be a Unix socket
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     reader = conn.makefile("rb")
@@ -90,7 +93,11 @@ def serve_connection(conn: socket.socket, handle: Handler, secret: str | None = 
                 status, body = handle(request.method, request.path, request.body)
             except Exception as error:  # noqa: BLE001 - a bug in a handler must not drop the connection silently
                 status, body = 500, json.dumps({"error": f"runtime internal error: {error!r}"}).encode()
-            conn.sendall(response_bytes(status, body, request.keep_alive))
+            try:
+                conn.sendall(response_bytes(status, body, request.keep_alive))
+            finally:
+                if answered is not None:
+                    answered()
             if not request.keep_alive:
                 return
     except (ConnectionError, TimeoutError):

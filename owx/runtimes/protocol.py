@@ -22,7 +22,9 @@ run: any other result                  502     ``The action did not return a dic
 Request bodies are checked by hand rather than with pydantic: this module runs
 in images that only have the standard library.
 After every ``/run``, whatever its outcome, and after a failed init (whose logs
-also matter) the sentinel line is written to stdout and stderr, both flushed.
+also matter) the sentinel line is written to stdout and stderr, both flushed, once
+the answer has been sent (:meth:`ActionProxy.answered`): the platform reads the
+answer while the runtime writes them, instead of after.
 
 Behind an upstream OpenWhisk, which hands a runtime nothing per activation but its
 input, owx puts what it needs into the input under the reserved key ``__owx``: activation
@@ -77,7 +79,18 @@ class ActionProxy:
         self._options_key: str | None = None
         self._init_lock = threading.Lock()
         self._memory_peak = MemoryPeak()
+        self._ending = threading.local()  # per connection's thread: the activation whose logs end once answered
         install()
+
+    def answered(self) -> None:
+        """The answer to this thread's request is sent, or could not be: end the logs of the activation
+        it answered, if it ran one (the sentinels, after the memory report it asked for)."""
+        ending = self._ending.__dict__
+        if ending.pop("due", False):
+            _end_activation(ending.pop("report"))
+
+    def _end_once_answered(self, report: str | None = None) -> None:
+        self._ending.due, self._ending.report = True, report
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         """Route one HTTP request; returns the status and the JSON body."""
@@ -109,15 +122,15 @@ class ActionProxy:
                 return _error(400, str(error))
             except ActionLoadError as error:
                 print(error, file=sys.stderr)
-                _end_activation()
+                self._end_once_answered()
                 return _error(502, str(error))
             return 200, b'{"ok":true}'
 
     def run(self, body: bytes) -> tuple[int, bytes]:
         """``POST /run``: call the action with ``value`` and the ``__OW_*`` environment.
 
-        Whatever the outcome, the sentinel follows, so a log reader never waits in vain; a memory
-        report that was asked for goes just before it, in the same write.
+        Whatever the outcome, the sentinel follows once answered, so a log reader never waits in
+        vain; a memory report that was asked for goes just before it, in the same write.
         """
         report = False
         try:
@@ -140,7 +153,7 @@ class ActionProxy:
             report = bool(options.get("report_memory"))
             return _call(action, value, message)
         finally:
-            _end_activation(MEMORY_REPORT_PREFIX + str(self._memory_peak.read()) if report else None)
+            self._end_once_answered(MEMORY_REPORT_PREFIX + str(self._memory_peak.read()) if report else None)
 
     def _options(self, options: Any) -> dict[str, Any]:
         """``options`` if the gateway that deployed this container wrote them, else none."""

@@ -54,7 +54,8 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, fd: int | None = N
     """Run the runtime until the process is stopped (requiring ``$OWX_RUNTIME_SECRET`` on every request
     if it is set; it is taken out of the environment the action sees)."""
     secret = os.environ.pop(SECRET_ENV, None) or None
-    serve_forever(open_listener(host, port, fd), ActionProxy().handle, secret)
+    proxy = ActionProxy()
+    serve_forever(open_listener(host, port, fd), proxy.handle, secret, proxy.answered)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,7 @@ class RuntimeProcess:
         else:
             wait_for_port(port)
         self.session = requests.Session()
+        self.ended = 0  # activations answered (runs, and inits that failed to load), each ending its logs
 
     @property
     def url(self) -> str:
@@ -59,16 +60,28 @@ class RuntimeProcess:
         return self.session.post(self.url + path, data=payload, timeout=30)
 
     def init(self, code: str, **fields: Any) -> requests.Response:
-        return self.post("/init", {"value": {"code": code, **fields}})
+        answer = self.post("/init", {"value": {"code": code, **fields}})
+        self.ended += answer.status_code == 502  # an action that failed to load ends its logs too
+        return answer
 
     def run(self, value: Any = None, **meta: Any) -> requests.Response:
-        return self.post("/run", {"value": {} if value is None else value, **meta})
+        answer = self.post("/run", {"value": {} if value is None else value, **meta})
+        self.ended += 1
+        return answer
 
     def stdout(self) -> str:
-        return self.stdout_path.read_text()
+        """What the runtime printed on stdout, once the activations answered so far ended their logs
+        (a runtime writes the sentinels right after the answer, as the platform reads them)."""
+        return self._ended_output(self.stdout_path)
 
     def stderr(self) -> str:
-        return self.stderr_path.read_text()
+        return self._ended_output(self.stderr_path)
+
+    def _ended_output(self, path: Path, timeout_s: float = 10.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while (text := path.read_text()).count(SENTINEL) < self.ended and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return text
 
     def stop(self) -> None:
         self.session.close()

@@ -114,10 +114,10 @@ class Container(ABC):
 
     def drain_output(self) -> None:
         """Feed the log collector what the container's output holds right now, from the platform's
-        event loop (a runtime writes its sentinels before it answers ``/run``, so after an answer
-        its activation's lines are usually complete without waiting for the next readiness event),
-        as the fd watcher reads it (:meth:`FdWatcher.read_now`). Backends that cannot read their
-        output directly do nothing."""
+        event loop, as the fd watcher reads it (:meth:`FdWatcher.read_now`): a runtime writes its
+        sentinels as soon as its ``/run`` answer is sent, so once the answer is read its activation's
+        lines are usually complete without waiting for the next readiness event. Backends that
+        cannot read their output directly do nothing."""
 
     # -- liveness ------------------------------------------------------------
     def is_alive(self) -> bool:
