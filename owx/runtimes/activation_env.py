@@ -17,25 +17,44 @@ The process-wide values are set with ``putenv`` of strings this module keeps, no
 ``os.environ[...] =``: that calls glibc's ``setenv``, which keeps every string it was ever given
 (so that a pointer someone took stays valid), and an activation's id, transaction id and deadline
 are new every time: a warm container grew by about 200 bytes per activation, for ever, and each
-``setenv`` searched a tree of them all.
+``setenv`` searched a tree of them all. A variable's next value is written into the string
+``environ`` already points at when it fits there (``putenv`` documents that changing the string
+changes the environment): the id, transaction id and deadline of the next activation always do, so
+a warm activation calls no C function at all to set them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
-from contextlib import contextmanager
 
 TYPE_CHECKING = False  # typing costs ~4 ms of start-up; only type checkers need it
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from typing import Any
 
 OW_PREFIX = "__OW_"
+SPARE_BYTES = 32  # room a variable's string keeps for longer values, so that they are written in place
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _local = threading.local()
 _process_env_lock = threading.Lock()
-_held: dict[str, object] = {}  # the __OW_* variables this module set: name -> the C string environ points at
 _c = None  # (ctypes' string buffer maker, libc's putenv), loaded with the first activation: ctypes costs ~1 ms
+
+
+class _Variable:
+    """An ``__OW_*`` variable of the process environment: its name and value, and the C string
+    ``environ`` points at (None: inherited, not set by this module)."""
+
+    __slots__ = ("line", "name", "value")
+
+    def __init__(self, name: bytes) -> None:
+        self.name = name
+        self.value: str | None = None
+        self.line: Any = None
+
+
+_held: dict[str, _Variable] = {}  # the __OW_* variables of the process environment
 
 
 class _ActivationEnviron(os._Environ):  # type: ignore[name-defined,misc]
@@ -54,19 +73,24 @@ def install() -> None:
         os.environ.__class__ = _ActivationEnviron
 
 
-@contextmanager
-def activation_env(values: dict[str, str]) -> Iterator[None]:
+class activation_env:  # noqa: N801 - a context manager, named as contextlib's are
     """Expose ``values`` as environment variables to the code run inside the block.
 
     ``__OW_*`` keys of an earlier activation that this one does not carry are removed,
     so a warm container never shows one activation's metadata to the next.
     """
-    with _process_env_lock:
-        _set_process_env(values)
-    _local.env = values
-    try:
-        yield
-    finally:
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def __enter__(self) -> None:
+        with _process_env_lock:
+            _set_process_env(self.values)
+        _local.env = self.values
+
+    def __exit__(self, *_: object) -> None:
         _local.env = None
 
 
@@ -77,24 +101,33 @@ def _set_process_env(values: dict[str, str]) -> None:
         import ctypes
 
         _c = ctypes.create_string_buffer, ctypes.CDLL(None).putenv
-        _held.update((key, None) for key in os.environ if key.startswith(OW_PREFIX))  # inherited: looked for once
-    string, putenv = _c
+        _held.update((key, _Variable(os.fsencode(key))) for key in os.environ if key.startswith(OW_PREFIX))
     data = os.environ._data  # type: ignore[attr-defined] # os.environ's own mapping, set beside environ
-    for stale in [key for key in _held if key not in values]:
-        os.unsetenv(stale)
-        data.pop(os.fsencode(stale), None)
-        del _held[stale]
+    if stale := _held.keys() - values.keys():
+        for key in stale:
+            os.unsetenv(key)
+            data.pop(_held.pop(key).name, None)
     for key, value in values.items():
-        name, encoded = os.fsencode(key), os.fsencode(value)
-        if key in _held and data.get(name) == encoded:
+        variable = _held.get(key)
+        if variable is not None and variable.value == value:
             continue  # unchanged since the last activation (its namespace, action, key, ...)
-        if b"\0" in name or b"=" in name or b"\0" in encoded:
+        if variable is None:
+            variable = _Variable(os.fsencode(key))
+        encoded = value.encode(_ENCODING, _ERRORS)
+        if b"\0" in variable.name or b"=" in variable.name or b"\0" in encoded:
             raise ValueError(f"not an environment variable: {key!r}")  # what os.environ refuses too
-        held = string(name + b"=" + encoded)
-        if putenv(held) != 0:
-            raise OSError(f"putenv {key} failed")
-        data[name] = encoded
-        _held[key] = held  # environ points at it now: kept until another value replaces it
+        line = variable.name + b"=" + encoded
+        if variable.line is not None and len(line) < len(variable.line):
+            variable.line.value = line  # written where environ points, ended by a NUL
+        else:
+            string, putenv = _c
+            held = string(line, len(line) + SPARE_BYTES)
+            if putenv(held) != 0:
+                raise OSError(f"putenv {key} failed")
+            variable.line = held  # environ points at it now: kept until another string replaces it
+        data[variable.name] = encoded
+        variable.value = value
+        _held[key] = variable
 
 
 def ow_env(message: dict[str, object]) -> dict[str, str]:

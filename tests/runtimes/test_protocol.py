@@ -372,6 +372,9 @@ def test_subprocesses_see_this_activations_metadata_and_none_of_the_last(runtime
         "__OW_ACTIVATION_ID": "a" * 32, "__OW_CANARY_FUNCTION_ID": "fn-1", "__OW_NAMESPACE": "guest"}
     assert child_env(activation_id="b" * 32, namespace="guest") == {
         "__OW_ACTIVATION_ID": "b" * 32, "__OW_NAMESPACE": "guest"}
+    # values written where the environment points, shorter and longer than the string holds
+    assert child_env(activation_id="c", namespace="guest")["__OW_ACTIVATION_ID"] == "c"
+    assert child_env(activation_id="d" * 200, namespace="guest")["__OW_ACTIVATION_ID"] == "d" * 200
 
 
 ACTIVATIONS_FOR_GROWTH = 20_000
