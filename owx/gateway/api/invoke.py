@@ -31,7 +31,7 @@ from owx.gateway.api.request_args import boolean, bounded, object_from, wait_tim
 from owx.gateway.catalog import ResolvedAction
 from owx.gateway.errors import ApiError
 from owx.gateway.http.fair_pool import FairPool
-from owx.gateway.http.messages import Request, Response, error_response, json_response
+from owx.gateway.http.messages import Request, Response, error_response, header_lines, json_response
 from owx.gateway.identity import Identity
 from owx.gateway.ids import new_id
 from owx.gateway.names import EntityPath, check_namespace, parse_relative
@@ -45,7 +45,8 @@ ACTIVATION_HEADER = "x-openwhisk-activation-id"
 ROUTE = "/api/v1/namespaces/<ns>/actions/<path:name>"  # as the metrics name Flask's routes
 _PREFIX = b"/api/v1/namespaces/"
 _ACTIONS = "/actions/"
-_CORS = tuple(cors.API.items())
+_CORS = header_lines(cors.API.items())
+ACTIVATION_HEADER_BYTES = ACTIVATION_HEADER.encode()
 
 
 class InvokeEndpoint:
@@ -107,9 +108,9 @@ class InvokeEndpoint:
             await self._gated(identity, resolved, params, blocking, result_only, wait_s, transaction_id, answer)
             return
         activation = invoker.admit(identity, resolved, params, blocking, transaction_id)
-        headers = _headers(transaction_id, activation.id)
+        head = _head(transaction_id, activation.id)
         if not blocking:
-            answer(_accepted(activation.id, headers))
+            answer(_accepted(activation.id, head))
             await invoker.run(activation)
             return
         held = self._held_thread(identity.namespace)
@@ -121,10 +122,9 @@ class InvokeEndpoint:
             answer(response)
 
         # past the wait: 202, it goes on
-        timer = self.gateway.loop.loop.call_later(wait_s, lambda: answered(_accepted(activation.id, headers)))
+        timer = self.gateway.loop.loop.call_later(wait_s, lambda: answered(_accepted(activation.id, head)))
         try:
-            await invoker.run(activation, lambda completion: answered(_record_answer(completion, result_only,
-                                                                                     headers)))
+            await invoker.run(activation, lambda completion: answered(_record_answer(completion, result_only, head)))
         finally:
             timer.cancel()
             if held is not None:
@@ -136,8 +136,8 @@ class InvokeEndpoint:
         """An invoke of an action behind an extension's gate: started on a thread, waited for on the loop."""
         invocation = await self._on_thread(identity.namespace, self.gateway.invoker.start, identity, resolved, params,
                                            transaction_id)
-        headers = _headers(transaction_id, invocation.activation_id)
-        accepted = _accepted(invocation.activation_id, headers)
+        head = _head(transaction_id, invocation.activation_id)
+        accepted = _accepted(invocation.activation_id, head)
         if not blocking:
             answer(accepted)
             return
@@ -151,7 +151,7 @@ class InvokeEndpoint:
         finally:
             if held is not None:
                 held.set()
-        answer(_record_answer(completion, result_only, headers))
+        answer(_record_answer(completion, result_only, head))
 
     async def _caller(self, request: Request) -> Identity:
         auth, authorization = self.gateway.auth, request.header(b"authorization")
@@ -215,18 +215,21 @@ def _query(raw: bytes) -> dict[str, str]:
     return dict(reversed(pairs))
 
 
-def _headers(transaction_id: str, activation_id: str) -> list[tuple[str, str]]:
-    return [("X-Request-ID", transaction_id), (ACTIVATION_HEADER, activation_id), *_CORS]
+def _head(transaction_id: str, activation_id: str) -> bytes:
+    """An answer's header lines: its transaction, its activation and the API's CORS headers (ids are
+    hex digits: no line break to look for)."""
+    return b"X-Request-ID: %s\r\n%s: %s\r\n%s" % (transaction_id.encode(), ACTIVATION_HEADER_BYTES,
+                                                  activation_id.encode(), _CORS)
 
 
-def _accepted(activation_id: str, headers: list[tuple[str, str]]) -> Response:
+def _accepted(activation_id: str, head: bytes) -> Response:
     """OpenWhisk's 202: the activation goes on, its record comes later."""
-    return json_response({"activationId": activation_id}, 202, headers)
+    return json_response({"activationId": activation_id}, 202, head=head)
 
 
-def _record_answer(completion: Completion, result_only: bool, headers: list[tuple[str, str]]) -> Response:
+def _record_answer(completion: Completion, result_only: bool, head: bytes) -> Response:
     """A blocking invoke's answer: the record, or with ``result=true`` (or an array result, as
     OpenWhisk answers it either way) the result alone."""
     result = completion.record["response"]["result"]
     answer = result if result_only or isinstance(result, list) else completion.record
-    return json_response(answer, completion.status, headers)
+    return json_response(answer, completion.status, head=head)

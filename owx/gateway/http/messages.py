@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,24 +48,42 @@ class Request:
 
     def header(self, name: bytes) -> str | None:
         """The first value of header ``name`` (lower-case), without decoding the others."""
+        size = len(name)
         for raw_name, raw_value in self.raw_headers:
-            if raw_name.lower() == name:
+            if len(raw_name) == size and raw_name.lower() == name:
                 return raw_value.decode("latin-1")
         return None
 
 
 @dataclass(slots=True)
 class Response:
-    """What goes on the wire: status, header pairs, body (``Content-Length`` is the server's)."""
+    """What goes on the wire: status, header pairs, body (``Content-Length`` is the server's), and
+    header lines already encoded (``head``, see :func:`header_lines`), sent first."""
 
     status: int
     body: bytes = b""
     headers: list[tuple[str, str]] = field(default_factory=list)
+    head: bytes = b""
 
 
-def json_response(value: Any, status: int = 200, headers: list[tuple[str, str]] | None = None) -> Response:
-    """A compact JSON answer (an integer beyond 64 bits, which an action may return, too)."""
-    return Response(status, jsonvalues.dumps(value), [("Content-Type", JSON), *(headers or ())])
+def header_lines(pairs: Iterable[tuple[str, str]]) -> bytes:
+    """``Name: value`` lines, each ending with CRLF, encoded once (for headers sent again and again);
+    ValueError for a name or value holding a line break, which would split the answer."""
+    pairs = list(pairs)
+    text = "".join(f"{name}: {value}\r\n" for name, value in pairs)
+    if text.count("\n") != len(pairs) or text.count("\r") != len(pairs):
+        raise ValueError("a header holds a line break")
+    return text.encode("latin-1")
+
+
+JSON_HEAD = header_lines([("Content-Type", JSON)])
+
+
+def json_response(value: Any, status: int = 200, headers: list[tuple[str, str]] | None = None,
+                  head: bytes = b"") -> Response:
+    """A compact JSON answer (an integer beyond 64 bits, which an action may return, too), with
+    ``head``'s encoded lines after its content type."""
+    return Response(status, jsonvalues.dumps(value), headers or [], JSON_HEAD + head)
 
 
 def error_response(status: int, message: str, transaction_id: str | None = None,

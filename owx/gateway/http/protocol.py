@@ -34,13 +34,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import formatdate
+from functools import lru_cache
 from http import HTTPStatus
 
 import httptools
 
 from owx.common.eventloop import BusyPoll
 from owx.gateway.errors import ENTITY_TOO_BIG, INTERNAL
-from owx.gateway.http.messages import Request, Response, error_response
+from owx.gateway.http.messages import Request, Response, error_response, header_lines
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class Limits:
 
 
 class _Clock:
-    """The ``Date`` header, formatted once a second."""
+    """The ``Date`` header line and the head's end, formatted once a second."""
 
     second = 0
     value = b""
@@ -73,8 +74,13 @@ class _Clock:
     def date(cls) -> bytes:
         now = int(time.time())
         if now != cls.second:
-            cls.second, cls.value = now, formatdate(now, usegmt=True).encode()
+            cls.second, cls.value = now, b"Date: " + formatdate(now, usegmt=True).encode() + b"\r\n\r\n"
         return cls.value
+
+
+@lru_cache(maxsize=1024)
+def _status_line(status: int) -> bytes:
+    return f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode("latin-1")
 
 
 class HttpConnection(asyncio.Protocol):
@@ -156,7 +162,9 @@ class HttpConnection(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._count_head(len(url))
+        self._head_bytes += len(url)
+        if self._head_bytes > self._limits.max_head_bytes:
+            self._head_too_big()
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
@@ -166,13 +174,13 @@ class HttpConnection(asyncio.Protocol):
                 self._length = value
             elif lowered == b"expect":
                 self._expects = value.lower() == b"100-continue"
-        self._count_head(len(name) + len(value) + 4)
-
-    def _count_head(self, size: int) -> None:
-        self._head_bytes += size
+        self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > self._limits.max_head_bytes:
-            self._refuse(431, HEAD_TOO_BIG.format(allowed=self._limits.max_head_bytes))
-            raise httptools.HttpParserCallbackError("head too big")
+            self._head_too_big()
+
+    def _head_too_big(self) -> None:
+        self._refuse(431, HEAD_TOO_BIG.format(allowed=self._limits.max_head_bytes))
+        raise httptools.HttpParserCallbackError("head too big")
 
     def on_headers_complete(self) -> None:
         length = self._length
@@ -287,18 +295,19 @@ class HttpConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        lines = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Unknown')}"]
-        lines.extend(f"{name}: {value}" for name, value in response.headers if name.lower() not in _FRAMING)
-        lines.append(f"Content-Length: {len(response.body)}")
+        parts = [_status_line(response.status), response.head]
+        if response.headers:
+            parts.append(header_lines((name, value) for name, value in response.headers
+                                      if name.lower() not in _FRAMING))
+        parts.append(b"Content-Length: %d\r\n" % len(response.body))
         if self._closing:
-            lines.append("Connection: close")
+            parts.append(b"Connection: close\r\n")
         elif http_1_0:
-            lines.append("Connection: keep-alive")
-        text = "\r\n".join(lines)
-        if text.count("\n") != len(lines) - 1 or text.count("\r") != len(lines) - 1:
-            raise ValueError("a header holds a line break")  # never split an answer in two
-        head = text.encode("latin-1") + b"\r\nDate: " + _Clock.date() + b"\r\n\r\n"
-        transport.write(head if head_only else head + response.body)
+            parts.append(b"Connection: keep-alive\r\n")
+        parts.append(_Clock.date())
+        if not head_only:
+            parts.append(response.body)
+        transport.write(b"".join(parts))
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer an unreadable or oversized request and close (after the answers it waits behind)."""
