@@ -43,7 +43,7 @@ from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.compositions import Steps, compose, is_conductor
 from owx.gateway.pipeline.records import ActionFacts
 from owx.gateway.pipeline.slots import RunSlots
-from owx.gateway.stores import ActivationStore, StoreUnavailable
+from owx.gateway.stores import DURABLE, ActivationStore, StoreUnavailable
 from owx.platform.interface import Platform, PlatformError
 from owx.platform.types import APPLICATION_ERROR, INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
 from owx.settings import Settings
@@ -94,10 +94,11 @@ class Plan:
     gate: Gate | None
     spec: ActionSpec
     facts: ActionFacts
-    on_platform: bool  # the runner is the platform itself: a warm container may take it on the loop
+    warm_on_loop: bool  # an atomic action the platform runs itself: a warm container may take it on the loop
     final_parameters: frozenset[str]  # those an invoke may not override (see `_final_parameters`)
     gets_api_key: bool  # the caller's key goes to the action (see ``ResolvedAction.gets_api_key``)
     conductor: bool  # an invoke runs a composition (see `compositions`)
+    action_name: str  # ``/ns/[pkg/]name``, as the runtime gets it
 
     @property
     def invoked_facts(self) -> ActionFacts:
@@ -225,8 +226,10 @@ class Invoker:
         runner, gate = next(((r, g) for accepts, r, g in self.runners_by_annotation if accepts(resolved)),
                             (self.runner, None))
         facts = ActionFacts.of(resolved.doc, str(resolved.path), resolved.binding)
-        plan = Plan(runner, gate, action_spec(resolved), facts, runner is self.platform,
-                    _final_parameters(resolved), resolved.gets_api_key, is_conductor(resolved))
+        conductor = is_conductor(resolved)
+        warm_on_loop = self._loop_runs and runner is self.platform and resolved.kind != "sequence" and not conductor
+        plan = Plan(runner, gate, action_spec(resolved), facts, warm_on_loop, _final_parameters(resolved),
+                    resolved.gets_api_key, conductor, resolved.path.fqn)
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         self._plans[id(resolved)] = (resolved, plan)  # the entry keeps ``resolved`` alive: its id stays its own
@@ -336,11 +339,10 @@ class Invoker:
         return await self._recorded(activation, ran)
 
     async def _outcome(self, activation: Activation) -> _Ran:
-        plan = activation.plan
-        if plan.on_platform and self._loop_runs and activation.action.kind != "sequence" and not plan.conductor:
+        if activation.plan.warm_on_loop:
             now_ms = records.now_ms()
             try:
-                warm = await self.platform.run_warm(plan.spec, self._request(activation))
+                warm = await self.platform.run_warm(activation.plan.spec, self._request(activation))
             except PlatformError as exc:
                 return _unavailable(activation, exc, now_ms)
             if warm is not None:
@@ -351,9 +353,9 @@ class Invoker:
         started = time.perf_counter()
         completion, stored = self._store(activation, ran)
         self._charge_logs(activation, completion, time.perf_counter() - started)
-        if not stored.done():  # the store could not make it durable at once: wait for its commit
+        if stored is not DURABLE:  # the store could not make it durable at once: wait for its commit
             await asyncio.wrap_future(stored)
-        stored.result()
+            stored.result()
         return completion
 
     def _store(self, activation: Activation, ran: _Ran) -> tuple[Completion, Future[None]]:
@@ -379,11 +381,10 @@ class Invoker:
         return completion
 
     def _request(self, activation: Activation) -> RunRequest:
-        resolved = activation.action
         return RunRequest(
             value=activation.args,
             namespace=activation.identity.namespace,
-            action_name=resolved.path.fqn,
+            action_name=activation.plan.action_name,
             activation_id=activation.id,
             transaction_id=activation.transaction_id,
             api_key=activation.identity.auth if activation.plan.gets_api_key else None,

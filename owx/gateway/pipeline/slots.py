@@ -48,7 +48,8 @@ class RunSlots:
             self._busy[key] = held
         else:
             del self._busy[key]
-        self._grant()
+        if self._waiting:
+            self._grant()
 
     def _hold(self, key: str) -> None:
         self._running += 1

@@ -4,6 +4,7 @@ or CouchDB. `open_stores(settings)` gives the configured pair."""
 from owx.gateway.stores.base import (
     AUTH_COLLECTION,
     AUTH_UUID_FIELD,
+    DURABLE,
     ActivationStore,
     Conflict,
     Entity,
@@ -19,6 +20,7 @@ from owx.gateway.stores.writebehind import WriterOptions
 __all__ = [
     "AUTH_COLLECTION",
     "AUTH_UUID_FIELD",
+    "DURABLE",
     "MAX_DOC_BYTES",
     "ActivationStore",
     "Conflict",

@@ -82,6 +82,9 @@ class EntityStore(Protocol):
     def close(self) -> None:
         """Release connections and files. Idempotent."""
 
+DURABLE: Future[None] = Future()  # what `ActivationStore.put` answers for a record durable already
+DURABLE.set_result(None)
+
 
 @runtime_checkable
 class ActivationStore(Protocol):
@@ -91,7 +94,7 @@ class ActivationStore(Protocol):
 
     def put(self, doc: dict[str, Any]) -> Future[None]:
         """Take one record (``activationId``, ``namespace``, ``name``, ``start`` required), never
-        waiting; the future completes once it is durable: at once when the activation log took it
+        waiting; the future completes once it is durable: `DURABLE` when the activation log took it
         (its accepted entry, if any, is then closed), else once the database has committed it.
 
         Records are immutable: a second put of the same ``activationId`` is ignored (the

@@ -30,7 +30,7 @@ from typing import Any
 
 from owx.gateway.stores.activation_log import ActivationLog
 from owx.gateway.stores.activations import AcceptedRow, ActivationRow, Row, to_accepted, to_row
-from owx.gateway.stores.base import StoreUnavailable
+from owx.gateway.stores.base import DURABLE, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,6 @@ Fetch = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 # (position in the queue's order, record, its sequence in the activation log, or the future of a
 # record the log could not take)
 _Queued = tuple[int, ActivationRow, int | None, Future[None] | None]
-DURABLE: Future[None] = Future()  # what `submit` answers for a row the log took: durable already
-DURABLE.set_result(None)
 
 
 @dataclass(frozen=True)

@@ -224,7 +224,10 @@ class LogCollector:
             return self._complete()
 
     def _complete(self) -> bool:
-        return self._ended or all(s.closed for s in self._streams.values())
+        for state in self._streams.values():
+            if not state.closed:
+                return self._ended
+        return True
 
     def collect(self, wait_s: float, limit_bytes: int | None = None) -> list[str]:
         """One activation's log lines, waiting up to ``wait_s`` for both sentinels.
@@ -233,22 +236,26 @@ class LogCollector:
         followed by OpenWhisk's missing-data warning.
         """
         limit = self.limit_bytes if limit_bytes is None else limit_bytes
-        deadline = time.monotonic() + wait_s
         with self._lock:
-            while not self._complete():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._waiting += 1
-                try:
-                    self._cond.wait(remaining)
-                finally:
-                    self._waiting -= 1
+            if wait_s > 0 and not self._complete():
+                self._wait_complete(time.monotonic() + wait_s)
             complete = all(s.closed for s in self._streams.values())
             segments = [self._take(s) for s in self._streams.values()]
-        if complete and not any(segment.lines or segment.truncated for segment in segments):
+        if complete and not _printed(segments):
             return []  # most activations print nothing
         return _format(segments, limit, complete)
+
+    def _wait_complete(self, deadline: float) -> None:
+        """Wait until an activation's lines are complete, or ``deadline`` (under the lock)."""
+        while not self._complete():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._waiting += 1
+            try:
+                self._cond.wait(remaining)
+            finally:
+                self._waiting -= 1
 
     def discard_pending(self) -> None:
         """Forget buffered output (a stem cell's start-up chatter before its first action)."""
@@ -281,6 +288,14 @@ class _Prefix:
         if self._text is None:
             self._text = loglines.line(self._stamp, self._stream, "")
         return self._text
+
+
+def _printed(segments: list[_Segment]) -> bool:
+    """Whether the taken segments hold a line or were cut."""
+    for segment in segments:
+        if segment.lines or segment.truncated:
+            return True
+    return False
 
 
 def _format(segments: list[_Segment], limit: int, complete: bool) -> list[str]:

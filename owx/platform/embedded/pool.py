@@ -115,6 +115,7 @@ class ContainerPool:
         self._queue: deque[MemoryWait] = deque()  # requests waiting for memory, oldest first
         self._lock = threading.RLock()  # alone where nobody waits or is woken (cheaper to enter than the condition)
         self._cond = threading.Condition(self._lock)
+        self._waiting = 0  # threads waiting on the condition for capacity: only they need a notification
         self._reap_now = threading.Event()  # the reaper's own wake-up: not every acquire and release
         self._listeners: list[DeathListener] = []
         self._start_listeners: list[StartListener] = []
@@ -414,7 +415,11 @@ class ContainerPool:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise NoRoom(f"no memory for {spec.memory_mb} MB on node {self.node}")
-            self._cond.wait(remaining)
+            self._waiting += 1
+            try:
+                self._cond.wait(remaining)
+            finally:
+                self._waiting -= 1
 
     def _startable(self) -> list[MemoryWait]:
         """The requests waiting for memory whose tenants may start a container now (under the lock)."""
@@ -703,7 +708,8 @@ class ContainerPool:
         with self._lock:
             slot.in_flight = max(0, slot.in_flight - 1)
             slot.last_used = time.monotonic()
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
             turn = self._next_waiter(slot)
         if turn is not None:
             _resolve(turn, slot, self._release)
