@@ -43,7 +43,7 @@ def request_turn(auth: Authenticator, request: Request, by_address: bool = True)
     """The turn ``request`` waits in (see the module's docstring)."""
     if request.raw_path.startswith(WEB_PREFIX):
         return _web_turn(auth, request, by_address)
-    authorization = request.header(b"authorization")
+    authorization = request.authorization
     try:
         identity = auth.identify_cached(authorization)
     except ApiError:

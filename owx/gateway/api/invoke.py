@@ -154,7 +154,7 @@ class InvokeEndpoint:
         answer(_record_answer(completion, result_only, head))
 
     async def _caller(self, request: Request) -> Identity:
-        auth, authorization = self.gateway.auth, request.header(b"authorization")
+        auth, authorization = self.gateway.auth, request.authorization
         identity = auth.identify_cached(authorization)
         if identity is not None:
             return identity

@@ -10,6 +10,7 @@ from owx.common import jsonvalues
 from owx.gateway.ids import new_id
 
 JSON = "application/json"
+_UNREAD: Any = object()  # a header not looked up yet
 
 
 @dataclass(slots=True)
@@ -27,6 +28,7 @@ class Request:
     http_version: str  # "1.1"
     _headers: dict[str, str] | None = None
     _answer: Callable[[Response], None] | None = None  # set by the connection that serves it
+    _authorization: str | None = _UNREAD  # the server notes it as it reads the head
 
     def answer(self, response: Response) -> None:
         """Send ``response`` now, before the handler returns (the connection goes on to the next
@@ -45,6 +47,13 @@ class Request:
                 headers[name] = f"{headers[name]},{value}" if name in headers else value
             self._headers = headers
         return self._headers
+
+    @property
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header (the first), as :meth:`header` gives it."""
+        if self._authorization is _UNREAD:
+            self._authorization = self.header(b"authorization")
+        return self._authorization
 
     def header(self, name: bytes) -> str | None:
         """The first value of header ``name`` (lower-case), without decoding the others."""

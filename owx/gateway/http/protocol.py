@@ -52,7 +52,7 @@ MALFORMED_HTTP = "The request is not valid HTTP/1.1: {detail}"
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})  # the server's to say, not a handler's
-_NOTED_LENGTHS = frozenset({len(b"content-length"), len(b"expect")})  # the request headers the server reads
+_NOTED_LENGTHS = frozenset({len(b"content-length"), len(b"expect"), len(b"authorization")})  # headers noted as read
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,7 @@ class HttpConnection(asyncio.Protocol):
         self._head_bytes = 0
         self._length: bytes | None = None  # Content-Length, as sent
         self._expects = False  # Expect: 100-continue
+        self._authorization: bytes | None = None  # the first Authorization header
         self._body: list[bytes] = []
         self._body_bytes = 0
 
@@ -174,6 +175,8 @@ class HttpConnection(asyncio.Protocol):
                 self._length = value
             elif lowered == b"expect":
                 self._expects = value.lower() == b"100-continue"
+            elif lowered == b"authorization" and self._authorization is None:
+                self._authorization = value
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > self._limits.max_head_bytes:
             self._head_too_big()
@@ -215,6 +218,7 @@ class HttpConnection(asyncio.Protocol):
             server=self._server,
             scheme=self._scheme,
             http_version=self._parser.get_http_version(),
+            _authorization=None if self._authorization is None else self._authorization.decode("latin-1"),
         )
         self._queue.append((request, self._parser.should_keep_alive()))
         self._reset_message()

@@ -51,14 +51,15 @@ def filter_name(doc: dict[str, Any]) -> str:
     ``binding/action`` for an action invoked through a binding (annotation ``binding`` =
     ``ns/binding``), ``pkg/action`` for a packaged one (``path`` = ``ns/pkg/action``), else
     ``doc["name"]``."""
-    binding = path = None
-    for annotation in doc.get("annotations") or ():
-        if isinstance(annotation, dict):
-            key = annotation.get("key")
-            if key == "binding":
-                binding = annotation.get("value")
-            elif key == "path":
-                path = annotation.get("value")
+    annotations = doc.get("annotations") or ()
+    try:  # what records hold: {"key", "value"} objects, read at C speed
+        values = {annotation["key"]: annotation["value"] for annotation in annotations}
+    except (TypeError, KeyError):  # a record written by someone else: read what can be read
+        values = {}
+        for annotation in annotations:
+            if isinstance(annotation, dict) and annotation.get("key") in ("binding", "path"):
+                values[annotation["key"]] = annotation.get("value")
+    binding, path = values.get("binding"), values.get("path")
     for value, length in ((binding, 2), (path, 3)):
         parts = value.split("/") if isinstance(value, str) else []
         if len(parts) == length and all(parts):

@@ -14,6 +14,7 @@ import select
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -74,6 +75,7 @@ class Container(ABC):
         self._exits = exits
         self._listeners: list[ExitListener] = []
         self._dead = threading.Event()
+        self._alive = True  # False once ``_dead`` is set (read on every warm activation: no Event method call)
         self.died_at: float | None = None  # time.time() when the platform saw the container die
         self._kill_reason: DeathReason | None = None
         self._planned = False  # destroyed on purpose: listeners are not told
@@ -107,10 +109,10 @@ class Container(ABC):
         assert self.proxy is not None
         return self.proxy.run(payload, timeout)
 
-    async def run_async(self, body: bytes, timeout: float) -> ProxyResponse:
+    def run_async(self, body: bytes, timeout: float) -> Awaitable[ProxyResponse]:
         """``POST /run`` of an encoded payload, from the platform's event loop; the same errors."""
         assert self.proxy is not None
-        return await self.proxy.run_async(body, timeout)
+        return self.proxy.run_async(body, timeout)
 
     def drain_output(self) -> None:
         """Feed the log collector what the container's output holds right now, from the platform's
@@ -121,7 +123,7 @@ class Container(ABC):
 
     # -- liveness ------------------------------------------------------------
     def is_alive(self) -> bool:
-        return not self._dead.is_set()
+        return self._alive
 
     def wait_dead(self, timeout: float | None) -> bool:
         """Block until the container has stopped; True if it has."""
@@ -218,6 +220,7 @@ class Container(ABC):
         code = self._exit_code()
         reason: DeathReason = self._kill_reason or ("oom" if oom_killed else "exited")
         self.exit_reason = reason
+        self._alive = False
         self._dead.set()
         self.logs.end()
         for fd in (self._pidfd, self._oomfd):

@@ -235,12 +235,22 @@ class LogCollector:
         Without sentinels (the action died or hung) it returns what arrived so far
         followed by OpenWhisk's missing-data warning.
         """
-        limit = self.limit_bytes if limit_bytes is None else limit_bytes
         with self._lock:
             if wait_s > 0 and not self._complete():
                 self._wait_complete(time.monotonic() + wait_s)
-            complete = all(s.closed for s in self._streams.values())
-            segments = [self._take(s) for s in self._streams.values()]
+            return self._taken(limit_bytes)
+
+    def take(self, limit_bytes: int | None = None) -> list[str] | None:
+        """One activation's log lines if they are all here now (:meth:`complete`), else None (and
+        nothing is taken): :meth:`collect` without a wait, for the event loop."""
+        with self._lock:
+            return self._taken(limit_bytes) if self._complete() else None
+
+    def _taken(self, limit_bytes: int | None) -> list[str]:
+        """Take one activation's lines, what is missing said at their end (under the lock)."""
+        limit = self.limit_bytes if limit_bytes is None else limit_bytes
+        complete = all(s.closed for s in self._streams.values())
+        segments = [self._take(s) for s in self._streams.values()]
         if complete and not _printed(segments):
             return []  # most activations print nothing
         return _format(segments, limit, complete)

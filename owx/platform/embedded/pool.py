@@ -215,11 +215,15 @@ class ContainerPool:
 
     async def _logs(self, container: Container, limit_bytes: int) -> list[str]:
         """The activation's lines once both sentinels are read (at most ``sentinel_wait_s`` away)."""
-        if not container.logs.complete():
+        logs = container.logs
+        lines = logs.take(limit_bytes)
+        if lines is None:
             container.drain_output()
-            if not container.logs.complete():
-                await _complete(container.logs, self.settings.sentinel_wait_s)
-        return container.logs.collect(0.0, limit_bytes)
+            lines = logs.take(limit_bytes)
+            if lines is None:
+                await _complete(logs, self.settings.sentinel_wait_s)
+                lines = logs.collect(0.0, limit_bytes)
+        return lines
 
     # -- replicas ----------------------------------------------------------------
     def prewarm(self, spec: ActionSpec, wait_s: float = 0.0) -> ContainerInfo:
@@ -443,7 +447,9 @@ class ContainerPool:
         free = [slot for slot in self._slots.of(key) if self._free_warm(slot, key)]
         if free and self._queue:
             free = [slot for slot in free if not self._owed(slot)]
-        return max(free, key=lambda s: s.in_flight, default=None)  # pack concurrent activations
+        if len(free) < 2:
+            return free[0] if free else None
+        return max(free, key=lambda s: s.in_flight)  # pack concurrent activations
 
     def held_by_tenant(self) -> dict[str, int]:
         """The memory each tenant's containers hold here."""
