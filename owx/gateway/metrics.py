@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from owx.common.eventloop import BusyPoll
+from owx.gateway.stores.activations import annotation_values
 
 if TYPE_CHECKING:
     from owx.gateway.service import Gateway
@@ -105,15 +106,9 @@ class GatewayMetrics:
 
     def record(self, record: dict[str, Any]) -> None:
         """Count one stored activation record (on every activation's path)."""
-        kind, wait_ms, init_ms = "unknown", 0, None
-        for annotation in record.get("annotations", ()):
-            key = annotation.get("key")
-            if key == "kind":
-                kind = str(annotation.get("value"))
-            elif key == "waitTime":
-                wait_ms = annotation.get("value") or 0
-            elif key == "initTime":
-                init_ms = annotation.get("value")
+        annotations = annotation_values(record)
+        kind = str(annotations.get("kind", "unknown"))
+        wait_ms, init_ms = annotations.get("waitTime") or 0, annotations.get("initTime")
         status = record.get("response", {}).get("status", "unknown")
         labels = (kind,)
         self.activations.inc((kind, status))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 from owx.gateway.errors import INVALID_RESULT, SEQUENCE_COMPONENT_NOT_FOUND, ApiError
@@ -59,11 +60,15 @@ class ActionFacts:
         return cls(doc["namespace"], doc["name"], path, doc.get("version", "0.0.1"), doc["exec"]["kind"],
                    doc["limits"], binding)
 
+    @cached_property
+    def _journalled(self) -> dict[str, Any]:
+        """The facts as a journal entry holds them (no null in it: the stores encode a document without
+        nulls faster); made once."""
+        return {field.name: getattr(self, field.name) for field in fields(self) if getattr(self, field.name) is not None}
+
     def entry(self, activation_id: str, subject: str, start_ms: int, cause: str | None) -> dict[str, Any]:
-        """The journal entry of an accepted activation: enough to build its failed record later (no
-        null in it: the stores encode a document without nulls faster)."""
-        action = {key: value for key, value in vars(self).items() if value is not None}
-        entry = {"activationId": activation_id, "namespace": subject, "action": action, "start": start_ms}
+        """The journal entry of an accepted activation: enough to build its failed record later."""
+        entry = {"activationId": activation_id, "namespace": subject, "action": self._journalled, "start": start_ms}
         if cause is not None:
             entry["cause"] = cause
         return entry

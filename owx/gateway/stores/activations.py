@@ -46,19 +46,23 @@ def to_accepted(entry: dict[str, Any]) -> AcceptedRow:
     return AcceptedRow(activation_id, check_namespace(entry.get("namespace")), encode_doc(entry, "accepted activation"))
 
 
+def annotation_values(doc: dict[str, Any]) -> dict[Any, Any]:
+    """A record's annotations as ``{key: value}`` (the last of a repeated key; an annotation that is
+    not a ``{"key": ...}`` object, or whose key is not a string, left out)."""
+    annotations = doc.get("annotations") or ()
+    try:  # what records hold: {"key", "value"} objects, read without a call per annotation
+        return {annotation["key"]: annotation["value"] for annotation in annotations}
+    except (TypeError, KeyError):  # a record written by someone else: what can be read of it
+        return {annotation["key"]: annotation.get("value") for annotation in annotations
+                if isinstance(annotation, dict) and isinstance(annotation.get("key"), str)}
+
+
 def filter_name(doc: dict[str, Any]) -> str:
     """The name `ActivationStore.list(name=...)` matches, as OpenWhisk's filter view keys it:
     ``binding/action`` for an action invoked through a binding (annotation ``binding`` =
     ``ns/binding``), ``pkg/action`` for a packaged one (``path`` = ``ns/pkg/action``), else
     ``doc["name"]``."""
-    annotations = doc.get("annotations") or ()
-    try:  # what records hold: {"key", "value"} objects, read at C speed
-        values = {annotation["key"]: annotation["value"] for annotation in annotations}
-    except (TypeError, KeyError):  # a record written by someone else: read what can be read
-        values = {}
-        for annotation in annotations:
-            if isinstance(annotation, dict) and annotation.get("key") in ("binding", "path"):
-                values[annotation["key"]] = annotation.get("value")
+    values = annotation_values(doc)
     binding, path = values.get("binding"), values.get("path")
     for value, length in ((binding, 2), (path, 3)):
         parts = value.split("/") if isinstance(value, str) else []

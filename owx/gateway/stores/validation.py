@@ -18,6 +18,8 @@ MAX_DOC_BYTES = 16 * 1024 * 1024
 _COLLECTION = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 _ACTIVATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _REV = re.compile(r"[1-9][0-9]*-[0-9a-f]{1,64}")
+MAX_REMEMBERED = 4096  # namespaces known to pass `check_namespace`
+_valid_namespaces: set[str] = set()
 
 
 def _text(value: object, what: str, max_len: int) -> str:
@@ -52,9 +54,14 @@ def describe(key: tuple[str, str, str]) -> str:
 
 
 def check_namespace(namespace: object) -> str:
+    if type(namespace) is str and namespace in _valid_namespaces:
+        return namespace  # checked before (every activation's record checks its namespace)
     ns = check_field(_text(namespace, "namespace", 256), "namespace")
     if "/" in ns:
         raise InvalidInput(f"namespace must not contain '/': {ns!r}")
+    if len(_valid_namespaces) >= MAX_REMEMBERED:
+        _valid_namespaces.clear()
+    _valid_namespaces.add(ns)
     return ns
 
 
