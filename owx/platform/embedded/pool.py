@@ -5,7 +5,8 @@ failures.  Memory admission follows OpenWhisk's invoker: every container holds i
 current memory limit in the platform's :class:`MemoryLedger` against the node's budget
 (userMemory); a request that needs a new container waits while the budget is full, after
 idle containers of other actions (then idle stem cells) have been evicted to make room.
-Unlike the invoker's, the wait is fair among tenants (:mod:`.memory_shares`): the tenant
+Unlike the invoker's, the wait is fair among tenants (:mod:`.memory_shares`), and so is the CPU
+weight of their containers (:mod:`.cpu_shares`): the tenant
 holding least is served first, a container that frees goes to a poorer tenant's waiting
 request rather than to its own action, and a poorer tenant's idle container is not evicted
 at once.  Requests that find a free warm container of their action never wait behind that
@@ -32,6 +33,7 @@ from owx.common.eventloop import call_on, run_on_thread
 from owx.platform.embedded import outcome as outcomes
 from owx.platform.embedded.container import ActionStartupError, Backend, Container, ContainerRequest
 from owx.platform.embedded.container_limits import MB, limits_for
+from owx.platform.embedded.cpu_shares import tenant_shares
 from owx.platform.embedded.logs import LogCollector
 from owx.platform.embedded.memory_shares import MemoryWait, first_waiting, held_by_tenant, may_evict, yields
 from owx.platform.embedded.proxy import ProxyResponse, ProxyTimeout, ProxyUnreachable
@@ -55,6 +57,7 @@ from owx.platform.types import (
     DeathReason,
     RunOutcome,
     RunRequest,
+    tenant_of,
 )
 from owx.runtimes.activation_env import ow_env
 
@@ -116,6 +119,7 @@ class ContainerPool:
         self._lock = threading.RLock()  # alone where nobody waits or is woken (cheaper to enter than the condition)
         self._cond = threading.Condition(self._lock)
         self._waiting = 0  # threads waiting on the condition for capacity: only they need a notification
+        self._shares_lock = threading.Lock()  # one tenant's CPU shares are worked out and written at a time
         self._reap_now = threading.Event()  # the reaper's own wake-up: not every acquire and release
         self._listeners: list[DeathListener] = []
         self._start_listeners: list[StartListener] = []
@@ -267,6 +271,8 @@ class ContainerPool:
         if memory_bytes is not None:
             slot.container.set_memory_limit(memory_bytes)
             self.ledger.resize(slot.holder, memory_bytes)
+            if slot.key is not None:
+                self._share_cpu(tenant_of(slot.key))
         if cpu_quota_us is not None:
             slot.container.cgroup.set_cpu_quota(cpu_quota_us, slot.container.request.limits.cpu_period_us)
         return True
@@ -577,6 +583,7 @@ class ContainerPool:
         container = slot.container
         container.assign(spec.namespace)
         container.charged_to = spec.tenant
+        self._share_cpu(spec.tenant)  # before its /init, which competes for the CPU with other tenants'
         container.logs.limit_bytes = spec.logs_bytes
         value = {"name": name, "main": spec.main, "code": spec.code or "", "binary": spec.binary,
                  "env": {**spec.env, **(activation_env or {})}}
@@ -754,7 +761,27 @@ class ContainerPool:
     def _destroy(self, slot: Slot) -> int:
         """Destroy a container the pool no longer lists; then its memory is free. The bytes freed."""
         slot.container.destroy()
-        return self.ledger.release(slot.holder)
+        freed = self.ledger.release(slot.holder)
+        if slot.key is not None:
+            self._share_cpu(tenant_of(slot.key))
+        return freed
+
+    def _share_cpu(self, tenant: str) -> None:
+        """Give ``tenant``'s containers here their part of its CPU weight (:mod:`.cpu_shares`), after one
+        of them started, went or was resized."""
+        with self._shares_lock:
+            with self._lock:
+                mine = [s for s in self._slots.values() if s.key is not None and tenant_of(s.key) == tenant]
+                shares = tenant_shares({s.container.id: self.ledger.held(s.holder) for s in mine})
+            for slot in mine:
+                wanted = shares[slot.container.id]
+                if slot.cpu_shares == wanted:
+                    continue
+                try:
+                    slot.container.cgroup.set_cpu_shares(wanted)
+                except CgroupError:  # gone meanwhile: its end rebalances the rest
+                    continue
+                slot.cpu_shares = wanted
 
     # -- deaths, stem cells, idle eviction -------------------------------------------
     def _on_exit(self, container: Container, reason: DeathReason, code: int | None) -> None:

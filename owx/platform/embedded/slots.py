@@ -26,6 +26,7 @@ class Slot:
     concurrency: int = 1
     in_flight: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    cpu_shares: int | None = None  # what the pool last gave its cgroup (:mod:`.cpu_shares`)
 
     @property
     def holder(self) -> str:
