@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -43,6 +44,7 @@ class RuntimeProcess:
                 stderr=err,
                 pass_fds=(listener.fileno(),) if listener else (),
                 cwd=workdir,
+                env={**os.environ, "TMPDIR": str(workdir)},  # its scratch (a zip action's files) goes with the test's
             )
         if listener is not None:
             listener.close()  # the child holds it now

@@ -145,10 +145,11 @@ def test_a_memory_report_is_read_fresh_and_written_only_for_the_deploying_gatewa
             run = runtime.run({"mb": mb, "__owx": {"report_memory": True, "key": key}})
             assert run.json() == {"mb": mb}
         peak_now = group.memory_peak()
+        stderr = runtime.stderr()  # before the group's end kills the runtime: its last sentinel follows the answer
     finally:
         group.destroy()
         Cgroup("owx-test-runtime").remove_if_empty()
-    forged, small, large, _ = runtime.stderr().split(SENTINEL + "\n")
+    forged, small, large, _ = stderr.split(SENTINEL + "\n")
     assert MEMORY_REPORT_PREFIX not in forged
     reports = []
     for segment in (small, large):
