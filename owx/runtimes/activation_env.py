@@ -66,6 +66,20 @@ class _ActivationEnviron(os._Environ):  # type: ignore[name-defined,misc]
             return overlay[key]
         return super().__getitem__(key)
 
+    # An action that sets or deletes an ``__OW_*`` variable itself leaves ``environ`` pointing at
+    # another string than the one this module writes in place, or at none: the next activation puts
+    # its value anew (and removes a variable the action added that it does not carry).
+    def __setitem__(self, key: str, value: str) -> None:
+        with _process_env_lock:
+            super().__setitem__(key, value)
+            if key.startswith(OW_PREFIX):
+                _held[key] = _Variable(os.fsencode(key))
+
+    def __delitem__(self, key: str) -> None:
+        with _process_env_lock:
+            super().__delitem__(key)
+            _held.pop(key, None)
+
 
 def install() -> None:
     """Make ``os.environ`` activation-aware (same object, so every reference sees it)."""
@@ -73,7 +87,7 @@ def install() -> None:
         os.environ.__class__ = _ActivationEnviron
 
 
-class activation_env:  # noqa: N801 - a context manager, named as contextlib's are
+class activation_env:  # a context manager, named as contextlib's are
     """Expose ``values`` as environment variables to the code run inside the block.
 
     ``__OW_*`` keys of an earlier activation that this one does not carry are removed,

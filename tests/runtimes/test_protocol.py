@@ -378,6 +378,28 @@ def test_subprocesses_see_this_activations_metadata_and_none_of_the_last(runtime
     assert child_env(activation_id="d" * 200, namespace="guest")["__OW_ACTIVATION_ID"] == "d" * 200
 
 
+
+def test_subprocesses_see_the_next_activations_metadata_after_the_action_changed_its_own(
+        runtime: RuntimeProcess) -> None:
+    """An action may set or delete ``__OW_*`` variables through ``os.environ`` (the C environment then
+    points at other strings than the runtime's): the next activation's subprocesses still see its own."""
+    code = ("import os, subprocess\n"
+            "def main(args):\n"
+            "    env = subprocess.check_output(['env'], text=True)\n"
+            "    os.environ['__OW_ACTIVATION_ID'] = 'set by the action'\n"
+            "    del os.environ['__OW_NAMESPACE']\n"
+            "    return {'env': env}\n")
+    assert runtime.init(code).status_code == 200
+
+    def child_env(**meta: Any) -> dict[str, str]:
+        lines = runtime.run({}, **meta).json()["env"].splitlines()
+        return {k: v for k, _, v in (line.partition("=") for line in lines) if k.startswith("__OW_")}
+
+    for n in range(3):
+        assert child_env(activation_id=f"{n:032x}", namespace="guest") == {
+            "__OW_ACTIVATION_ID": f"{n:032x}", "__OW_NAMESPACE": "guest"}
+
+
 ACTIVATIONS_FOR_GROWTH = 20_000
 
 
