@@ -62,6 +62,18 @@ def runtime_url(container: Container, timeout: float = 20.0) -> str:
     raise TimeoutError(f"runtime in {container.name} did not answer: {container.logs()[-2000:]!r}")
 
 
+def _ended_logs(container: Container, activations: int, timeout: float = 10.0) -> tuple[str, str]:
+    """The container's stdout and stderr once ``activations`` ended their logs on both (a runtime writes
+    the sentinels right after its answer, and dockerd copies them into its log a moment later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stdout = container.logs(stdout=True, stderr=False).decode()
+        stderr = container.logs(stdout=False, stderr=True).decode()
+        if min(stdout.count(SENTINEL), stderr.count(SENTINEL)) >= activations or time.monotonic() > deadline:
+            return stdout, stderr
+        time.sleep(0.02)
+
+
 def test_image_is_reused_not_rebuilt(docker_client: docker.DockerClient, runtime_image: Image) -> None:
     started = time.monotonic()
     again = ensure_image(PYTHON_IMAGE, client=docker_client)
@@ -95,8 +107,7 @@ def test_container_speaks_the_protocol(container: Container) -> None:
             assert body["n"] == n + 1 and body["activation"] == f"{n:032x}"
         assert body["python"] == [3, 11]
         assert session.post(url + "/init", json={"value": {"code": "x"}}, timeout=10).status_code == 403
-    stdout = container.logs(stdout=True, stderr=False).decode()
-    stderr = container.logs(stdout=False, stderr=True).decode()
+    stdout, stderr = _ended_logs(container, activations=3)
     assert stdout.count(SENTINEL) == stderr.count(SENTINEL) == 3
     assert stdout.index("inside 0") < stdout.index(SENTINEL)
 
