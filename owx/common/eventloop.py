@@ -97,10 +97,8 @@ class BusyPoll:
 
     def _poll(self) -> None:
         # one turn of the loop: it looks at its descriptors without sleeping, runs what is ready, and
-        # comes back here while polling is worth it (the test of `_affordable` written out: this runs
-        # every turn)
-        if self.on_threads == 0 and self.serving < self.cores and self.awaited < self.cores \
-                and time.perf_counter() < self._until:
+        # comes back here while polling is worth it
+        if self._affordable() and time.perf_counter() < self._until:
             self.loop.call_soon(self._poll)
         else:
             self.polling = False
