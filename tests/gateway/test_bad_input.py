@@ -19,6 +19,7 @@ MALFORMED = "The request content was malformed:\n"
 NAME_ILLEGAL = "The name of the entity contains illegal characters."
 JSON = {"Content-Type": "application/json"}
 DEEP = "[" * 1000 + "]" * 1000
+DEEP_OBJECTS = '{"a":' * 60_000 + "1" + "}" * 60_000
 EMPTY_EXEC = '{"kind":"python:3","code":""}'
 
 
@@ -55,6 +56,8 @@ ROWS = {
     "JSON nested 1000 deep": Row("POST", "actions/echo", 400, "nested deeper than 100 levels", '{"x": %s}' % DEEP),
     "JSON nested 101 deep": Row("POST", "actions/echo", 400, "nested deeper than 100 levels",
                                 '{"x": %s}' % ("[" * 100 + "]" * 100)),
+    "objects nested 60,000 deep": Row("POST", "actions/echo", 400, "nested deeper than 100 levels",
+                                      DEEP_OBJECTS),  # deeper than a JSON parser's stack holds
     "lone surrogate in a value": Row("POST", "actions/echo", 400, "lone surrogate", '{"x": "\\ud800"}'),
     "lone surrogate in a key": Row("POST", "actions/echo", 400, "lone surrogate", '{"\\udfff": 1}'),
     "invalid UTF-8": Row("POST", "actions/echo", 400, MALFORMED, b'{"x": "\xff\xfe"}'),
@@ -170,6 +173,17 @@ def test_look_alike_names_store_nothing(gateway, deployed):
     names = {a["name"] for a in deployed.get(gateway.api("actions"), params={"limit": 200}).json()}
     assert all(name.isascii() for name in names)
     assert deployed.get(gateway.api("actions/ｓecret")).status_code == 400
+
+
+def test_a_web_action_called_by_anyone_with_objects_nested_60000_deep_gets_400(gateway, deployed):
+    """No key needed to send a web action a body: its parse is held to the same nesting."""
+    name = f"web-{uuid.uuid4().hex[:6]}"
+    assert deployed.put(gateway.api(f"actions/{name}"),
+                        json=action(annotations=[{"key": "web-export", "value": True}])).status_code == 200
+    url = f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}.json"
+    answer = requests.post(url, data=DEEP_OBJECTS, headers=JSON)
+    assert answer.status_code == 400 and "nested deeper than 100 levels" in answer.json()["error"]
+    assert requests.post(url, json={"still": "here"}).json()["still"] == "here"
 
 
 def test_web_action_results_that_are_not_http_are_400(gateway, deployed):

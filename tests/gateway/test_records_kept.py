@@ -28,6 +28,14 @@ def main(args):
         for _ in range(args.get("depth", 150)):
             value = [value]
         return {"x": value}
+    if what == "deep-objects-sent":  # the answer as a runtime the action controls could send it
+        import owx.runtimes.protocol as runtime
+        encode = runtime._encode
+        def once(answer):
+            runtime._encode = encode
+            return b'{"a":' * 60_000 + b"1" + b"}" * 60_000
+        runtime._encode = once
+        return {}
     if what == "surrogate":
         return {"x": "\\ud800"}
     if what == "big":
@@ -88,6 +96,17 @@ def test_results_that_are_not_storable_json_become_developer_errors(gateway, mis
     assert record["response"]["status"] == "action developer error"
     assert record["response"]["result"] == {
         "error": f"The action did not produce a valid JSON or JSON Array response: {detail}"}
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+def test_an_answer_nested_deeper_than_a_parser_holds_is_a_developer_error(gateway, misbehaving, blocking):
+    """60,000 nested objects from the runtime (the tenant's process): recorded, and the gateway goes on."""
+    http, name = misbehaving
+    record = run(gateway, http, name, blocking, what="deep-objects-sent")
+    assert record["response"]["status"] == "action developer error"
+    assert record["response"]["result"]["error"].startswith(
+        "The action did not produce a valid JSON or JSON Array response: ")
+    assert run(gateway, http, name, blocking, what="print")["response"]["result"] == {"printed": True}
 
 
 @pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
