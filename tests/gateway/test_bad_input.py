@@ -197,6 +197,7 @@ def test_web_action_results_that_are_not_http_are_400(gateway, deployed):
     bad = {
         "status code text": {"statusCode": "abc", "body": "x"},
         "status code 99": {"statusCode": 99},
+        "status code 101": {"statusCode": 101, "body": "x"},  # not a final answer
         "status code 2^70": {"statusCode": 2**70},
         "header with a newline": {"headers": {"X-A": "one\r\nSet-Cookie: evil=1"}, "body": "x"},
         "header name with a space": {"headers": {"X A": "1"}, "body": "x"},

@@ -28,6 +28,8 @@ async def _handler(request: Request) -> Response:
         raise RuntimeError("a handler's bug")
     if path == "/split":
         return Response(200, b"{}", [("X-Evil", "a\r\nSet-Cookie: stolen=1")])
+    if path.startswith("/status/"):  # a body that would read as another answer if it were sent
+        return Response(int(path.rsplit("/", 1)[1]), b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno", [])
     if path.startswith("/big/"):
         return Response(200, b"x" * int(path.rsplit("/", 1)[1]), [])
     return json_response({"method": request.method, "path": path, "query": request.query.decode(),
@@ -183,6 +185,21 @@ def test_head_gets_no_body_and_http_1_0_is_closed_after_its_answer_unless_it_ask
             sock.sendall(b"GET /kept HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
             [(status, headers, _)] = _read_answers(sock, 1)
             assert status == 200 and headers["connection"] == "keep-alive"
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_an_answer_without_a_body_ends_with_its_head_whatever_the_handler_gave(server, status) -> None:
+    """Else the body would be the answer to the client's next request on the connection."""
+    with _connect(server) as sock:
+        sock.sendall(_post(f"/status/{status}") + _post("/after"))
+        sock.settimeout(5)
+        received = b""
+        while received.count(b"\r\n\r\n") < 2 or not received.endswith(b"}"):
+            received += sock.recv(65536)
+    first, second = received.split(b"HTTP/1.1 ")[1:]
+    assert first.startswith(b"%d " % status) and first.endswith(b"\r\n\r\n")
+    assert b"content-length" not in first.lower()
+    assert second.startswith(b"200 OK") and json.loads(second.split(b"\r\n\r\n", 1)[1])["path"] == "/after"
 
 
 def test_a_failing_handler_answers_500_and_the_connection_lives_on(server) -> None:

@@ -193,14 +193,14 @@ def _http(result: Any) -> Response:
 
 
 def _status(value: Any, default: int) -> int:
-    """A whole-number status code (or its decimal string) HTTP can carry."""
+    """A whole-number status code (or its decimal string) of a final answer (not 1xx)."""
     if value is None:
         return default
     if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and value.strip().isascii():
         value = int(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
+    if isinstance(value, bool) or not isinstance(value, int) or not 200 <= value <= 599:
         raise bad_request(errors.INVALID_HTTP_RESPONSE)
     return value
 

@@ -51,6 +51,8 @@ HEAD_TOO_BIG = "The request's head is larger than allowed: more than {allowed} b
 MALFORMED_HTTP = "The request is not valid HTTP/1.1: {detail}"
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# answers that end with their head (RFC 9110 6.4.1): a body a handler gave them would read as the next answer
+_BODILESS = frozenset({204, 304})
 _FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})  # the server's to say, not a handler's
 _NOTED_LENGTHS = frozenset({len(b"content-length"), len(b"expect"), len(b"authorization")})  # headers noted as read
 
@@ -303,13 +305,15 @@ class HttpConnection(asyncio.Protocol):
         if response.headers:
             parts.append(header_lines((name, value) for name, value in response.headers
                                       if name.lower() not in _FRAMING))
-        parts.append(b"Content-Length: %d\r\n" % len(response.body))
+        bodiless = response.status < 200 or response.status in _BODILESS
+        if not bodiless:
+            parts.append(b"Content-Length: %d\r\n" % len(response.body))
         if self._closing:
             parts.append(b"Connection: close\r\n")
         elif http_1_0:
             parts.append(b"Connection: keep-alive\r\n")
         parts.append(_Clock.date())
-        if not head_only:
+        if not (head_only or bodiless):
             parts.append(response.body)
         transport.write(b"".join(parts))
 
