@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Flask, jsonify, request
+from flask import Blueprint, Flask, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from owx.canary.core import CanaryCore
@@ -107,23 +107,18 @@ def submit_job(ns: str):
     return jsonify(jobId=job_id, activationIds=ids), 202
 
 
-def check_annotation() -> None:
-    """Before ``PUT .../actions/NAME``: a malformed ``canary`` annotation is a 400, nothing stored."""
-    if request.endpoint != "actions.put_action":
-        return
-    body = request.get_json(silent=True, cache=True)
-    if not isinstance(body, dict) or not isinstance(body.get("annotations"), list):
-        return
-    for item in body["annotations"]:
-        if isinstance(item, dict) and item.get("key") == ANNOTATION and item.get("value") not in (False, None):
-            if isinstance(body.get("exec"), dict) and body["exec"].get("kind") == "sequence":
+def check_action(doc: dict[str, Any]) -> None:
+    """An action as it would be stored: a malformed ``canary`` annotation, or one on a sequence, is a
+    400 and nothing is stored."""
+    for item in doc["annotations"]:
+        if item["key"] == ANNOTATION and item["value"] not in (False, None):
+            if doc["exec"]["kind"] == "sequence":
                 raise bad_request(SEQUENCE_STATEFUL)
             try:
-                parse_options(item.get("value"))
+                parse_options(item["value"])
             except BadAnnotation as exc:
                 raise bad_request(str(exc)) from None
 
 
 def register(app: Flask) -> None:
     app.register_blueprint(blueprint)
-    app.before_request(check_annotation)

@@ -29,6 +29,7 @@ class CanaryExtension:
                                settings.canary, store, gateway.throttle.pump)
         gateway.invoker.route(self.core.accepts, self.core, self.core.gate)
         gateway.blueprints.append(api.register)
+        gateway.catalog.action_checks.append(api.check_action)
 
     def collect(self):
         """Canary's metrics on the gateway's ``/metrics``: recoveries, commits, discarded duplicates."""

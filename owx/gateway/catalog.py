@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +160,9 @@ class Catalog:
         self.access = Entitlement(store)
         self._resolved: dict[tuple[str, EntityPath], ResolvedAction] = {}
         self._lock = threading.Lock()
+        # extensions' checks of an action as it would be stored (after the caller's rights and the
+        # merge with what is stored); each raises an ApiError to refuse it
+        self.action_checks: list[Callable[[dict[str, Any]], None]] = []
 
     @property
     def limits(self) -> ActionLimits:
@@ -179,6 +183,8 @@ class Catalog:
             if body.exec is None:
                 raise bad_request("The request content was malformed:\nexec undefined")
         doc = self._merge_action(path, body, current.doc if current else None)
+        for check in self.action_checks:
+            check(doc)
         saved = self._put(path.namespace, ACTIONS, path.relative, doc, current)
         if current is not None:
             self.platform.forget(str(path))

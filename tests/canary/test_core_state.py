@@ -3,10 +3,12 @@ annotation validation, replica placement, replication factors, exactly-once comm
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 
 import pytest
+import requests
 from canary_support import COUNTER, annotation, expected_total, start_canary_gateway
 from tests.fixtures.polling import wait_for
 
@@ -56,6 +58,35 @@ def test_sequences_cannot_be_stateful(gw, http):
             "annotations": [{"key": "canary", "value": True}]}
     response = http.put(gw.api(f"actions/seq-{uuid.uuid4().hex[:6]}"), json=body)
     assert response.status_code == 400 and "sequence" in response.json()["error"]
+
+
+def test_the_annotation_is_checked_whatever_the_content_type_and_on_an_update(gw, http):
+    """The action as it would be stored is checked: a form content type (curl's default) or an update
+    that adds the annotation to a stored sequence gets the same 400, and nothing changes."""
+    name = f"form-{uuid.uuid4().hex[:8]}"
+    body = {"exec": {"kind": "python:3", "code": COUNTER}, "annotations": [{"key": "canary", "value": "garbage"}]}
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    response = http.put(gw.api(f"actions/{name}"), data=json.dumps(body), headers=form)
+    assert response.status_code == 400 and "must be true or an object" in response.json()["error"]
+    assert http.get(gw.api(f"actions/{name}")).status_code == 404
+    sequence = f"seq-{uuid.uuid4().hex[:6]}"
+    component = gw.put_action(http)
+    created = http.put(gw.api(f"actions/{sequence}"),
+                       json={"exec": {"kind": "sequence", "components": [f"/guest/{component}"]}})
+    assert created.status_code == 200
+    update = http.put(gw.api(f"actions/{sequence}"), params={"overwrite": "true"},
+                      json={"annotations": [{"key": "canary", "value": True}]})
+    assert update.status_code == 400 and "sequence" in update.json()["error"]
+    assert http.get(gw.api(f"actions/{sequence}")).json()["annotations"] == created.json()["annotations"]
+
+
+def test_who_may_put_the_action_is_answered_before_its_annotation(gw, http):
+    """401 without a key and 403 in another namespace, as for any other malformed body."""
+    body = {"exec": {"kind": "python:3", "code": COUNTER}, "annotations": [{"key": "canary", "value": "garbage"}]}
+    assert requests.put(gw.api("actions/anonymous"), json=body).status_code == 401
+    elsewhere = f"{gw.url}/api/v1/namespaces/somebody-else/actions/theirs"
+    answer = http.put(elsewhere, json=body)
+    assert answer.status_code == 403 and answer.headers["X-Request-ID"] == answer.json()["code"]
 
 
 def test_tables_over_http_and_sdk(gw, http, client):

@@ -68,6 +68,9 @@ ROWS = {
     # action and package documents
     "NaN in a parameter": Row("PUT", "actions/nan-param", 400, "NaN is not a JSON number",
                               '{"exec": {"kind": "python:3", "code": "x"}, "parameters": [{"key": "a", "value": NaN}]}'),
+    "parameter nested 2000 deep": Row("PUT", "actions/deep-param", 400, "nested deeper than 100 levels",
+                                      '{"exec": {"kind": "python:3", "code": "x"}, "parameters": [{"key": "a", "value": '
+                                      + '{"a":' * 2000 + "1" + "}" * 2000 + "}]}"),
     "lone surrogate in code": Row("PUT", "actions/surrogate", 400, "lone surrogate",
                                   '{"exec": {"kind": "python:3", "code": "\\ud800"}}'),
     "20 MB of code": Row("PUT", "actions/huge", 413,  # exec measured as its stored JSON
