@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
@@ -37,6 +38,17 @@ class KeyValue(BaseModel):
         return {"key": self.key, "value": self.value, **({"init": True} if self.init else {})}
 
 
+# A Docker image reference, as OpenWhisk parses a blackbox action's image (Docker's grammar: an
+# optional registry with a dot or a port, lower-case path components, an optional tag and digest)
+_DOMAIN_PART = r"[a-zA-Z0-9-]+"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?:(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})+(?::[0-9]+)?|{_DOMAIN_PART}:[0-9]+)/)?"
+    rf"{_PATH_PART}(?:/{_PATH_PART})*"
+    r"(?::\w[\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?", re.ASCII)
+
+
 class ExecBody(BaseModel):
     """``exec``: what the action runs."""
 
@@ -55,6 +67,13 @@ class ExecBody(BaseModel):
         if kind not in KINDS:
             raise ValueError(UNSUPPORTED_KIND.format(kind=kind, kinds=", ".join(f"'{k}'" for k in KINDS)))
         return kind
+
+    @field_validator("image")
+    @classmethod
+    def _image_reference(cls, image: str | None) -> str | None:
+        if image is not None and not IMAGE_REFERENCE.fullmatch(image):
+            raise ValueError("could not parse image name")
+        return image
 
 
 class LimitsBody(BaseModel):

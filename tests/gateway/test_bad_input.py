@@ -71,6 +71,10 @@ ROWS = {
     "parameter nested 2000 deep": Row("PUT", "actions/deep-param", 400, "nested deeper than 100 levels",
                                       '{"exec": {"kind": "python:3", "code": "x"}, "parameters": [{"key": "a", "value": '
                                       + '{"a":' * 2000 + "1" + "}" * 2000 + "}]}"),
+    "image with capitals": Row("PUT", "actions/bad-image", 400, MALFORMED + "exec.image: could not parse image name",
+                               {"exec": {"kind": "blackbox", "image": "UPPERCASE/Image"}}),
+    "image with a shell command": Row("PUT", "actions/bad-image", 400, "could not parse image name",
+                                      {"exec": {"kind": "blackbox", "image": "../../etc; rm -rf"}}),
     "lone surrogate in code": Row("PUT", "actions/surrogate", 400, "lone surrogate",
                                   '{"exec": {"kind": "python:3", "code": "\\ud800"}}'),
     "20 MB of code": Row("PUT", "actions/huge", 413,  # exec measured as its stored JSON

@@ -65,6 +65,9 @@ log = logging.getLogger(__name__)
 
 STEM_KIND = "python:3"
 STEM_KINDS = frozenset({"python:3", "python:3.11", "python:default"})
+# a platform failure's record: its cause (paths, addresses of this machine) goes to the gateway's log only
+RUN_FAILED = "the platform failed to run the action (the cause is in the gateway's log)"
+START_FAILED = "could not start a container (the cause is in the gateway's log)"
 DEATH_GRACE_S = 0.5  # after a broken connection, how long to wait for the exit to be seen
 
 DeathListener = Callable[[ContainerDeath], None]
@@ -158,7 +161,7 @@ class ContainerPool:
         except Exception as exc:  # a platform bug must not reach the caller as an exception
             log.exception("running %s on %s failed", spec.key, slot.container.id)
             self._drop(slot)
-            result = self._failure(INTERNAL_ERROR, f"the platform failed to run the action: {exc}", started)
+            result = self._failure(INTERNAL_ERROR, RUN_FAILED, started)
         finally:
             self._release(slot)
         result.init_ms = init_ms
@@ -213,7 +216,7 @@ class ContainerPool:
         except Exception as exc:  # a platform bug must not reach the caller as an exception
             log.exception("running %s on %s failed", spec.key, container.id)
             await run_on_thread(None, self._drop, slot)
-            return self._failure(INTERNAL_ERROR, f"the platform failed to run the action: {exc}", started)
+            return self._failure(INTERNAL_ERROR, RUN_FAILED, started)
         finally:
             self._release(slot)
 
@@ -576,7 +579,7 @@ class ContainerPool:
                 log.info("no container for %s on %s: %s", spec.key, self.node, exc)
                 return _Start(None, self._failure(DEVELOPER_ERROR, str(exc), started), started)
             log.exception("could not start a container for %s on %s", spec.key, self.node)
-            return _Start(None, self._failure(INTERNAL_ERROR, f"could not start a container: {exc}", started), started)
+            return _Start(None, self._failure(INTERNAL_ERROR, START_FAILED, started), started)
         if grant.from_stem:
             self._replenish_stems()
         slot.concurrency = max(1, spec.concurrency)
