@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
+from owx.platform.types import RESULT_BYTES
+
 
 class Bound(BaseModel):
     """An inclusive range with a default inside it."""
@@ -81,7 +83,7 @@ class GatewaySettings(BaseModel):
     couchdb_prefix: str = "owx_"
     default_namespace: str = "guest"
     blocking_wait_s: float = Field(60.0, gt=0, description="a blocking invoke answers 202 after this")
-    max_payload_bytes: int = Field(1024 * 1024, gt=0)
+    max_payload_bytes: int = Field(RESULT_BYTES, gt=0)
     invocations_per_minute: int = Field(6000, ge=1)
     concurrent_invocations: int = Field(500, ge=1)
     workers: int = Field(256, ge=2, le=4096, description="activations running at once (a namespace takes at "

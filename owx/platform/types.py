@@ -18,6 +18,7 @@ INIT_TIMEOUT_MESSAGE = "The action exceeded its time limits of {ms} milliseconds
 OOM_MESSAGE = "The action exhausted its memory and was aborted."
 EXITED_MESSAGE = "The action did not produce a valid response and exited unexpectedly."
 INIT_EXITED_MESSAGE = "The action did not initialize and exited unexpectedly."
+RESULT_BYTES = 1024 * 1024  # OpenWhisk's default limit of a result (and of a payload)
 INVALID_RESPONSE_MESSAGE = "The action did not produce a valid JSON or JSON Array response"
 INVALID_INIT_MESSAGE = "The action failed during initialization"
 #: The kinds owx's own Python runtime runs (``python:tensorflow`` with TensorFlow installed).
@@ -33,6 +34,16 @@ def tenant_of(key: str) -> str:
     ``ResolvedAction.container_key``), else the action's own namespace."""
     _, mark, caller = key.rpartition("#")
     return caller if mark else key.split("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadAnswer:
+    """A ``/run`` answer longer than the action's result limit, left unparsed (parsing what a runtime
+    sends costs the gateway many times its size): its length and its first ``result_bytes``, from
+    which the record is OpenWhisk's truncated response."""
+
+    size: int
+    head: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +64,7 @@ class ActionSpec:
     memory_mb: int = 256
     timeout_ms: int = 60_000
     logs_bytes: int = 10 * 1024 * 1024
+    result_bytes: int = RESULT_BYTES  # the longest result recorded whole; a longer answer is an `UnreadAnswer`
     concurrency: int = 1
 
     @property

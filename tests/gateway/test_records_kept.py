@@ -36,6 +36,14 @@ def main(args):
             return b'{"a":' * 60_000 + b"1" + b"}" * 60_000
         runtime._encode = once
         return {}
+    if what == "lists-sent":  # 20 MB of empty lists: cheap to send, costly to parse
+        import owx.runtimes.protocol as runtime
+        encode = runtime._encode
+        def once(answer):
+            runtime._encode = encode
+            return b"[" + b"[]," * (20 * 1024 * 1024 // 3) + b"[]]"
+        runtime._encode = once
+        return {}
     if what == "surrogate":
         return {"x": "\\ud800"}
     if what == "big":
@@ -125,11 +133,11 @@ def test_a_result_over_the_limit_is_an_application_error_holding_its_first_megab
     answer = http.post(gateway.api(f"actions/{name}"), params={"blocking": str(blocking).lower()}, json={"what": "big"})
     assert answer.status_code == (502 if blocking else 202)
     record = gateway.wait_record(http, answer.headers["x-openwhisk-activation-id"])
-    whole = len('{"x":""}') + 2 * MB
+    whole = len('{"x": ""}') + 2 * MB  # the bytes the runtime sent (Python's json, its separators)
     message = f"The action produced a response that exceeded the allowed length: {whole} > {MB} bytes. "
-    prefix = message + 'The truncated response was: {"x":"'
+    prefix = message + 'The truncated response was: {"x": "'
     assert record["response"]["status"] == "application error" and record["response"]["statusCode"] == 1
-    assert record["response"]["result"] == {"error": prefix + "y" * (MB - len('{"x":"'))}
+    assert record["response"]["result"] == {"error": prefix + "y" * (MB - len('{"x": "'))}
     assert record["response"]["size"] == whole
 
 
@@ -188,6 +196,24 @@ def test_three_million_empty_log_lines_are_cut_at_the_log_limit(gateway, misbeha
     assert sum(cost(line) for line in logs[:-1]) <= limit
     assert len(logs) - 1 == limit // cost(logs[0])
     assert grown_mib < 64, f"gateway peak memory grew by {grown_mib:.0f} MiB"
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+def test_an_answer_over_the_result_limit_is_cut_as_sent_and_never_parsed(gateway, misbehaving, blocking):
+    """OpenWhisk's truncated response from the answer's bytes: parsing 20 MB of empty lists would cost
+    the gateway (every tenant's) about a gigabyte and seconds of its loop."""
+    http, name = misbehaving
+    run(gateway, http, name, blocking, what="ok")
+    reset_rss_peak()
+    before = rss_peak_kib()
+    record = run(gateway, http, name, blocking, what="lists-sent")
+    grown_mib = (rss_peak_kib() - before) / 1024
+    size = len(b"[") + 3 * (20 * 1024 * 1024 // 3) + len(b"[]]")
+    error = record["response"]["result"]["error"]
+    assert record["response"]["status"] == "application error"
+    assert error.startswith(f"The action produced a response that exceeded the allowed length: {size} > {MB} bytes. "
+                            "The truncated response was: [[],[],")
+    assert grown_mib < 128, f"gateway peak memory grew by {grown_mib:.0f} MiB"
 
 
 def test_an_action_printing_sentinels_gains_nothing(gateway, misbehaving):

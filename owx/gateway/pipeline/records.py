@@ -25,6 +25,7 @@ from owx.platform.types import (
     INTERNAL_ERROR,
     SUCCESS,
     RunOutcome,
+    UnreadAnswer,
 )
 
 STATUS_CODES = {SUCCESS: 0, APPLICATION_ERROR: 1, DEVELOPER_ERROR: 2, INTERNAL_ERROR: 3}
@@ -78,13 +79,16 @@ def response(status: str, result: Any, max_bytes: int, checked: bool = False) ->
     """The ``response`` object. A result that is not storable JSON (NaN, a lone surrogate, nested
     too deep) becomes a developer error saying so; one over ``max_bytes`` (as stored), an
     application error holding its first ``max_bytes`` (OpenWhisk's truncated response; ``size``
-    stays the whole result's). ``checked``: the result is known to be storable (it was parsed
+    stays the whole result's; an `UnreadAnswer` is cut as it was sent). ``checked``: the result is known to be storable (it was parsed
     strictly), so it is not walked again."""
-    problem = None if checked else jsonvalues.problem(result)
-    if problem:
-        status, result = DEVELOPER_ERROR, {"error": INVALID_RESULT.format(detail=problem)}
-    encoded = jsonvalues.dumps(result)
-    size = len(encoded)
+    if isinstance(result, UnreadAnswer):  # longer than the limit as sent: never parsed, always cut
+        encoded, size = result.head, max(result.size, max_bytes + 1)
+    else:
+        problem = None if checked else jsonvalues.problem(result)
+        if problem:
+            status, result = DEVELOPER_ERROR, {"error": INVALID_RESULT.format(detail=problem)}
+        encoded = jsonvalues.dumps(result)
+        size = len(encoded)
     if size > max_bytes:
         trunk = encoded[:max_bytes].decode("utf-8", "ignore")  # never half a character
         status, result = APPLICATION_ERROR, {"error": TRUNCATED_RESPONSE.format(size=size, limit=max_bytes,

@@ -104,15 +104,16 @@ class Container(ABC):
         assert self.proxy is not None
         return self.proxy.init(value, timeout)
 
-    def run(self, payload: dict[str, Any], timeout: float) -> ProxyResponse:
-        """``POST /run``; raises ProxyTimeout / ProxyUnreachable."""
+    def run(self, payload: dict[str, Any], timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
+        """``POST /run``; raises ProxyTimeout / ProxyUnreachable; an answer longer than ``parsed_bytes``
+        is not parsed (`UnreadAnswer`)."""
         assert self.proxy is not None
-        return self.proxy.run(payload, timeout)
+        return self.proxy.run(payload, timeout, parsed_bytes)
 
-    def run_async(self, body: bytes, timeout: float) -> Awaitable[ProxyResponse]:
-        """``POST /run`` of an encoded payload, from the platform's event loop; the same errors."""
+    def run_async(self, body: bytes, timeout: float, parsed_bytes: int | None = None) -> Awaitable[ProxyResponse]:
+        """``POST /run`` of an encoded payload, from the platform's event loop; the same as :meth:`run`."""
         assert self.proxy is not None
-        return self.proxy.run_async(body, timeout)
+        return self.proxy.run_async(body, timeout, parsed_bytes)
 
     def drain_output(self) -> None:
         """Feed the log collector what the container's output holds right now, from the platform's

@@ -13,20 +13,24 @@ from owx.platform.types import (
     INVALID_RESPONSE_MESSAGE,
     SUCCESS,
     Status,
+    UnreadAnswer,
 )
 
 MAX_ECHOED_BODY = 1000
 
 
-def classify_run(response: ProxyResponse) -> tuple[Status, dict[str, Any] | list[Any]]:
+def classify_run(response: ProxyResponse) -> tuple[Status, dict[str, Any] | list[Any] | UnreadAnswer]:
     """Status and result of a ``/run`` answer, as OpenWhisk's invoker judges it.
 
     200 with a JSON object carrying ``error`` is an application error (the action
     returned ``{"error": ...}``); any other 200 object or array is a success.  Any other
     status is the developer's fault (an exception, a non-JSON answer), keeping the
-    runtime's ``error`` text when it gave one.
+    runtime's ``error`` text when it gave one.  An answer too long to be parsed is passed on
+    as it is (its record is the truncated response, whatever its status).
     """
     body = response.body
+    if isinstance(body, UnreadAnswer):
+        return (SUCCESS if response.ok else DEVELOPER_ERROR), body
     if response.is_json and response.ok and isinstance(body, dict) and "error" in body:
         return APPLICATION_ERROR, {"error": body["error"]}
     if response.is_json and response.ok and isinstance(body, (dict, list)):

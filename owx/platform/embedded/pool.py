@@ -208,7 +208,7 @@ class ContainerPool:
             oom_before = container.oom_kills_before_run()
             try:
                 body = jsonvalues.dumps(request.payload(_deadline_ms(spec)))
-                response = await container.run_async(body, spec.timeout_ms / 1000)
+                response = await container.run_async(body, spec.timeout_ms / 1000, spec.result_bytes)
             except (ProxyTimeout, ProxyUnreachable) as exc:  # rare: its blocking ends go to a thread
                 return await run_on_thread(None, self._lost_run, slot, spec, started, exc)
             logs = await self._logs(container, spec.logs_bytes)
@@ -657,7 +657,7 @@ class ContainerPool:
         container = slot.container
         oom_before = container.oom_kills_before_run()
         try:
-            response = container.run(request.payload(_deadline_ms(spec)), spec.timeout_ms / 1000)
+            response = container.run(request.payload(_deadline_ms(spec)), spec.timeout_ms / 1000, spec.result_bytes)
         except (ProxyTimeout, ProxyUnreachable) as exc:
             return self._lost_run(slot, spec, started, exc)
         logs = container.logs.collect(self.settings.sentinel_wait_s, spec.logs_bytes)

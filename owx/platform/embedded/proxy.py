@@ -14,6 +14,7 @@ from typing import Any, Callable
 from owx.common.async_http import AnswerReader, AsyncKeepAlivePool
 from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
 from owx.common import jsonvalues
+from owx.platform.types import UnreadAnswer
 from owx.runtimes.http_wire import SECRET_HEADER, request_bytes
 
 # Refused: nothing listens yet; unreachable: a fresh container's address is not resolved on the bridge yet.
@@ -76,11 +77,12 @@ class ProxyClient:
     def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
         return self.post("/init", {"value": value}, timeout)
 
-    def run(self, payload: dict[str, Any], timeout: float) -> ProxyResponse:
-        return self.post("/run", payload, timeout)
+    def run(self, payload: dict[str, Any], timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
+        return self.post("/run", payload, timeout, parsed_bytes)
 
-    def post(self, path: str, body: dict[str, Any], timeout: float) -> ProxyResponse:
-        """``POST path``; a reused connection the proxy closed is retried once on a new one."""
+    def post(self, path: str, body: dict[str, Any], timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
+        """``POST path``; a reused connection the proxy closed is retried once on a new one; an answer
+        longer than ``parsed_bytes`` is an `UnreadAnswer`."""
         data = request_bytes(path, jsonvalues.dumps(body), self._headers)
         try:
             answer = self._pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=True)
@@ -88,10 +90,11 @@ class ProxyClient:
             raise ProxyTimeout(f"{path} did not answer within {timeout:.3f}s") from exc
         except ExchangeFailed as exc:
             raise ProxyUnreachable(f"{path}: {exc}") from exc
-        return _parse(answer.status, answer.body)
+        return _parse(answer.status, answer.body, parsed_bytes)
 
-    async def run_async(self, body: bytes, timeout: float) -> ProxyResponse:
-        """``POST /run`` of the encoded ``body`` from the event loop (the same errors as :meth:`post`)."""
+    async def run_async(self, body: bytes, timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
+        """``POST /run`` of the encoded ``body`` from the event loop (the same errors as :meth:`post`); an
+        answer longer than ``parsed_bytes`` is an `UnreadAnswer`."""
         if self._loop_pool is None:
             self._loop = asyncio.get_running_loop()
             self._loop_pool = AsyncKeepAlivePool(self._connect_async)
@@ -102,7 +105,7 @@ class ProxyClient:
             raise ProxyTimeout(f"/run did not answer within {timeout:.3f}s") from exc
         except ExchangeFailed as exc:
             raise ProxyUnreachable(f"/run: {exc}") from exc
-        return _parse(answer.status, answer.body)
+        return _parse(answer.status, answer.body, parsed_bytes)
 
     async def _connect_async(self) -> AnswerReader:
         loop = asyncio.get_running_loop()
@@ -148,9 +151,12 @@ def _connect_error(where: str, exc: OSError) -> Exception:
     return ProxyUnreachable(f"connect {where}: {exc}")
 
 
-def _parse(status: int, raw: bytes) -> ProxyResponse:
+def _parse(status: int, raw: bytes, parsed_bytes: int | None) -> ProxyResponse:
     """The answer's JSON: checked when owx stores it as it is, else as Python's ``json`` reads it (NaN,
-    lone surrogates: the record builder then says why the result is invalid), else its text."""
+    lone surrogates: the record builder then says why the result is invalid), else its text; an
+    `UnreadAnswer` when it is longer than ``parsed_bytes``."""
+    if parsed_bytes is not None and len(raw) > parsed_bytes:
+        return ProxyResponse(status, UnreadAnswer(len(raw), raw[:parsed_bytes]), True, checked=True)
     try:
         return ProxyResponse(status, jsonvalues.loads(raw), True, checked=True)
     except jsonvalues.InvalidJson:
