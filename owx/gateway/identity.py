@@ -50,7 +50,7 @@ def unauthenticated() -> ApiError:
 
 def _credentials(authorization: str | None) -> tuple[str, str]:
     """(uuid, key) of a Basic ``Authorization`` header that can name a stored key, else 401."""
-    if not authorization or not authorization.startswith("Basic ") or len(authorization) > MAX_AUTH_HEADER:
+    if not authorization or authorization[:6].lower() != "basic " or len(authorization) > MAX_AUTH_HEADER:
         raise unauthenticated()
     try:
         uuid, _, key = base64.b64decode(authorization[6:], validate=True).decode().partition(":")

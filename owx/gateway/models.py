@@ -26,9 +26,10 @@ EXEC_SIZE_LIMIT = MAX_DOC_BYTES - 2 * PARAMETER_SIZE_LIMIT - 1 * MB
 
 
 class KeyValue(BaseModel):
-    """One parameter or annotation, as OpenWhisk's ``{key, value}`` arrays hold them."""
+    """One parameter or annotation, as OpenWhisk's ``{key, value}`` arrays hold them (other fields a
+    client sends, such as ``description``, are ignored, as OpenWhisk ignores them)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     key: StrictStr = Field(min_length=1, max_length=256)
     value: Any = None
     init: StrictBool = False  # a parameter the runtime gets at /init as environment, not as an argument
@@ -77,9 +78,10 @@ class ExecBody(BaseModel):
 
 
 class LimitsBody(BaseModel):
-    """Per-action limits; absent fields keep their current (or default) value."""
+    """Per-action limits; absent fields keep their current (or default) value; others (OpenWhisk's
+    ``instances``, which only its newer scheduler reads) are ignored, as OpenWhisk ignores unknown ones."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     timeout: StrictInt | None = None
     memory: StrictInt | None = None
     logs: StrictInt | None = None

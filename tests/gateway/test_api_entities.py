@@ -31,6 +31,31 @@ def test_info_routes(gateway, http):
     assert limits["invocationsPerMinute"] > 0 and limits["firesPerMinute"] == fires
 
 
+def test_fields_openwhisk_clients_send_that_owx_does_not_use_are_ignored_as_openwhisk_ignores_them(gateway, http):
+    """``limits.instances`` (OpenWhisk's newer scheduler), a parameter's ``description`` or null
+    ``encryption``: accepted, not stored."""
+    name = unique("extra")
+    body = {"exec": {"kind": "python:3", "code": HELLO}, "limits": {"memory": 256, "instances": 2},
+            "parameters": [{"key": "name", "value": "you", "description": "who", "encryption": None}]}
+    created = put(http, gateway, name, body)
+    assert created.status_code == 200, created.text
+    assert created.json()["limits"]["memory"] == 256 and "instances" not in created.json()["limits"]
+    assert created.json()["parameters"] == [{"key": "name", "value": "you"}]
+    invoked = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"}, json={})
+    assert invoked.json() == {"greeting": "hello you"}
+
+
+def test_the_basic_scheme_is_read_whatever_its_case(gateway, http):
+    """RFC 9110: an authentication scheme's name is case-insensitive."""
+    token = http.headers.get("Authorization") or requests.Request("GET", gateway.url, auth=http.auth).prepare(
+        ).headers["Authorization"]
+    credentials = token.split(" ", 1)[1]
+    for scheme in ("basic", "BASIC", "Basic"):
+        answer = requests.get(gateway.api("actions"), headers={"Authorization": f"{scheme} {credentials}"})
+        assert answer.status_code == 200, scheme
+    assert requests.get(gateway.api("actions"), headers={"Authorization": f"Bearer {credentials}"}).status_code == 401
+
+
 def test_authentication_and_namespace(gateway, http):
     denied = requests.get(gateway.api("actions"), auth=("nobody", "wrong"))
     assert denied.status_code == 401 and set(denied.json()) == {"error", "code"}
