@@ -6,11 +6,13 @@ reach the queue's bound; then new invokes are refused at once (503) and taken on
 from __future__ import annotations
 
 import errno
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +142,55 @@ def test_while_the_database_is_behind_new_invokes_are_refused_at_once_and_taken_
     writer.flush(30)
     stored = http.get(two_workers.api(f"activations/{taken.json()['activationId']}"))  # from the database
     assert stored.json()["response"]["result"] == {"n": 9}
+
+
+@contextmanager
+def small_disk(path, megabytes: int) -> Iterator[Path]:
+    """A tmpfs of ``megabytes`` mounted at ``path`` (a disk that can fill up), unmounted after."""
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file on ``disk`` until it is full; the file (delete it to free the disk)."""
+    filler = disk / "filler"
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler
+
+
+def test_a_blocking_invoke_on_a_full_disk_gets_503_not_a_202_promising_a_record(tmp_path) -> None:
+    """Past the blocking wait, a 202 says the activation will be recorded: without a journal entry (the
+    disk is full) this gateway could not keep that promise, so the caller gets a 503 naming it."""
+    with small_disk(tmp_path / "disk", 48) as disk:
+        server, running = start_gateway(disk / "data")
+        try:
+            http = running.session()
+            sleeper = {"exec": {"kind": "python:3", "code": "import time\ndef main(a):\n    time.sleep(a['s'])\n"
+                                                          "    return {'slept': a['s']}\n"}}
+            assert http.put(running.api("actions/sleeper"), json=sleeper).ok
+            assert http.post(running.api("actions/sleeper?blocking=true"), json={"s": 0}).status_code == 200  # warm
+            filler = fill(disk)
+            # the activation log's last page still has room: non-blocking invokes (journalled before
+            # their 202) take it until the log cannot grow and they get 503
+            wait_for(lambda: http.post(running.api("actions/sleeper"), json={"s": 0}).status_code == 503,
+                     what="a full activation log")
+            reply = http.post(running.api("actions/sleeper?blocking=true&timeout=1000"), json={"s": 3}, timeout=30)
+            assert reply.status_code == 503, reply.text
+            assert "may not be recorded" in reply.json()["error"] and reply.headers["x-openwhisk-activation-id"]
+            filler.unlink()
+            later = http.post(running.api("actions/sleeper?blocking=true&timeout=1000"), json={"s": 3}, timeout=30)
+            assert later.status_code == 202  # with room again, it is journalled: 202 and a record later
+            record = running.wait_record(http, later.json()["activationId"])
+            assert record["response"]["result"] == {"slept": 3}
+        finally:
+            server.stop()

@@ -121,8 +121,9 @@ class InvokeEndpoint:
                 held.set()
             answer(response)
 
-        # past the wait: 202, it goes on
-        timer = self.gateway.loop.loop.call_later(wait_s, lambda: answered(_accepted(activation.id, head)))
+        # past the wait: 202, it goes on; but a 202 promises a record, which only a journal entry keeps
+        timer = self.gateway.loop.loop.call_later(wait_s, lambda: answered(
+            _accepted(activation.id, head) if activation.journalled else _unjournalled(activation.id, transaction_id)))
         try:
             await invoker.run(activation, lambda completion: answered(_record_answer(completion, result_only, head)))
         finally:
@@ -225,6 +226,14 @@ def _head(transaction_id: str, activation_id: str) -> bytes:
 def _accepted(activation_id: str, head: bytes) -> Response:
     """OpenWhisk's 202: the activation goes on, its record comes later."""
     return json_response({"activationId": activation_id}, 202, head=head)
+
+
+def _unjournalled(activation_id: str, transaction_id: str) -> Response:
+    """The 503 of a blocking invoke still running whose journal entry could not be written (a full
+    disk): no 202, which would promise a record this gateway may not keep."""
+    detail = f"activation {activation_id} runs, but the activation log cannot be written: it may not be recorded"
+    return error_response(503, errors.SYSTEM_UNAVAILABLE.format(detail=detail), transaction_id,
+                          {**cors.API, ACTIVATION_HEADER: activation_id})
 
 
 def _record_answer(completion: Completion, result_only: bool, head: bytes) -> Response:

@@ -121,6 +121,7 @@ class Activation:
     accepted_ms: int = field(default_factory=records.now_ms)
     transaction: str | None = None  # the request's transaction id (``X-Request-ID``); else its own id
     blocking: bool = False  # its caller waits for the record (journalled once its run started)
+    journalled: bool = False  # its journal entry is durable: a gateway that dies records it as failed
 
     @property
     def transaction_id(self) -> str:
@@ -282,6 +283,7 @@ class Invoker:
             except BaseException:
                 self._open.pop(activation.id, None)
                 raise
+            activation.journalled = True
 
     def _journal_started(self, activation: Activation) -> None:
         """Journal a started blocking activation (nobody has been answered for it yet)."""
@@ -292,6 +294,8 @@ class Invoker:
         except StoreUnavailable as exc:
             log.error("activation %s runs without its journal entry (if this gateway dies, it is not "
                       "recorded): %s", activation.id, exc)
+            return
+        activation.journalled = True
 
     def _launch(self, activation: Activation) -> asyncio.Task[Completion]:
         task = self.loop.loop.create_task(self.run(activation))
