@@ -77,8 +77,12 @@ def up(args: argparse.Namespace) -> int:
     logging.basicConfig(level=os.environ.get("OWX_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from(args)
-    tls = tls_files(settings)
-    gateway = Gateway.open(settings)
+    gateway = Gateway.open(settings)  # first: it owns the data dir, or refuses before anything there is touched
+    try:
+        tls = tls_files(settings)
+    except BaseException:
+        gateway.close()
+        raise
     identity = gateway.default_identity(args.auth or os.environ.get("OWX_AUTH"))
     server = GatewayServer(gateway, settings.gateway.host, settings.gateway.port, tls, settings.gateway.tls_port or 0)
     try:

@@ -74,3 +74,17 @@ def test_http_and_https_serve_the_same_gateway(gateway: GatewayProcess) -> None:
     secure = requests.get(f"{gateway.tls_url}/api/v1/namespaces", auth=tuple(gateway.auth.split(":")), verify=ca)
     assert plain.json() == secure.json() == ["guest"]
     assert oct((gateway.data_dir / "tls" / "server-key.pem").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_second_owx_up_on_the_data_dir_is_refused_without_touching_the_running_ones_certificate(
+        gateway: GatewayProcess) -> None:
+    """Another host name would make a new certificate: a refused instance must leave the files as the
+    running one serves them (clients verify with its CA)."""
+    tls = gateway.data_dir / "tls"
+    before = {path.name: path.read_bytes() for path in tls.glob("*.pem")}
+    second = subprocess.run([sys.executable, "-m", "owx.cli", "up", "--host", "127.0.0.3", "--port", "0",
+                             "--data-dir", str(gateway.data_dir)], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "HOME": str(gateway.data_dir / "home"), "OWX_GATEWAY__TLS_PORT": "0"})
+    assert second.returncode != 0 and "in use by another owx store" in second.stderr
+    assert {path.name: path.read_bytes() for path in tls.glob("*.pem")} == before
+    assert requests.get(f"{gateway.tls_url}/api/v1", verify=str(tls / "ca.pem"), timeout=10).ok
