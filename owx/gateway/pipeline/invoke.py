@@ -338,7 +338,11 @@ class Invoker:
         namespace = activation.identity.namespace
         await self._slots.take(namespace)
         try:
-            ran = await self._outcome(activation)
+            if self._closed.is_set():  # stopping: close() records what is unfinished, nothing more runs
+                ran = _Ran(RunOutcome(INTERNAL_ERROR, {"error": records.GATEWAY_STOPPED}, [], activation.accepted_ms,
+                                      records.now_ms()))
+            else:
+                ran = await self._outcome(activation)
         except Exception as exc:  # noqa: BLE001 - a bug of owx's is the activation's recorded error, never a lost record
             ran = _failed_inside(activation, exc, activation.accepted_ms)
         finally:
