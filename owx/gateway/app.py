@@ -12,7 +12,7 @@ from owx.common import jsonvalues
 from owx.gateway import cors, errors
 from owx.gateway.api import actions, activations, info, metrics, openapi, packages, rules, triggers, web
 from owx.gateway.errors import ApiError
-from owx.gateway.ids import new_id
+from owx.gateway.ids import new_id, transaction_id
 from owx.gateway.service import Gateway
 from owx.gateway.stores import StoreUnavailable
 
@@ -54,7 +54,7 @@ def create_app(gateway: Gateway) -> Flask:
 
     @app.before_request
     def _transaction() -> None:
-        g.transaction_id = new_id()
+        g.transaction_id = transaction_id(request.headers.get("X-Request-ID"))
 
     @app.after_request
     def _tag(response):

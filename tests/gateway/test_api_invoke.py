@@ -131,6 +131,15 @@ def test_an_action_runs_in_the_transaction_its_caller_is_answered_with(gateway, 
     assert piped.json() == {"tids": [piped.headers["X-Request-ID"]] * 2}
     web = requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}.json")
     assert web.json() == {"tids": [web.headers["X-Request-ID"]]}
+    traced = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"},
+                       headers={"X-Request-ID": "trace-7f3a.1"})  # a caller's own id, as OpenWhisk takes it
+    assert traced.json() == {"tids": ["trace-7f3a.1"]} and traced.headers["X-Request-ID"] == "trace-7f3a.1"
+    web = requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}.json",
+                       headers={"X-Request-ID": "trace-web"})
+    assert web.json() == {"tids": ["trace-web"]}
+    for unusable in ("sid_system", "has space", "x" * 200, "é"):  # the system's prefix, or not a short token
+        answer = http.get(gateway.api("actions"), headers={"X-Request-ID": unusable.encode("utf-8")})
+        assert answer.ok and len(answer.headers["X-Request-ID"]) == 32 and answer.headers["X-Request-ID"] != unusable
 
 
 def test_module_code_sees_the_activation_environment_at_init(gateway, http):

@@ -33,7 +33,7 @@ from owx.gateway.errors import ApiError
 from owx.gateway.http.fair_pool import FairPool
 from owx.gateway.http.messages import Request, Response, error_response, header_lines, json_response
 from owx.gateway.identity import Identity
-from owx.gateway.ids import new_id
+from owx.gateway.ids import transaction_id as caller_transaction
 from owx.gateway.names import EntityPath, check_namespace, parse_relative
 from owx.gateway.pipeline.invoke import Completion
 from owx.gateway.service import Gateway
@@ -68,7 +68,7 @@ class InvokeEndpoint:
         """Answer one invoke of ``name`` in ``namespace`` (as the path gives them); a blocking invoke
         is answered as soon as its record is durable, through ``request.answer`` (None returned)."""
         started = time.perf_counter()
-        transaction_id = new_id()
+        transaction_id = caller_transaction(request.header(b"x-request-id"))
         metrics = self.gateway.metrics
 
         def answer(response: Response) -> None:
