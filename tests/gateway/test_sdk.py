@@ -53,3 +53,14 @@ def test_failures_surface_as_exceptions(client):
     with pytest.raises(OwxError) as missing:
         client.get_action("no-such-action")
     assert missing.value.status == 404
+
+
+def test_names_are_taken_as_wsk_takes_them_relative_or_fully_qualified(client, gateway):
+    name = f"named-{uuid.uuid4().hex[:8]}"
+    client.put_action(name, "def main(args):\n    return {'n': args.get('n', 0)}\n")
+    for spelled in (name, f"/{gateway.namespace}/{name}", f"/_/{name}"):
+        assert client.invoke(spelled, {"n": 3}) == {"n": 3}, spelled
+    assert client.get_action(f"/{gateway.namespace}/{name}")["name"] == name
+    with pytest.raises(OwxError) as elsewhere:
+        client.invoke(f"/somebody-else/{name}")
+    assert elsewhere.value.status in (403, 404)

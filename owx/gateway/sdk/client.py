@@ -59,7 +59,12 @@ class Client:
         self._pollers = ThreadPoolExecutor(32, thread_name_prefix="owx-sdk-poll")
 
     def _url(self, collection: str, name: str = "") -> str:
-        base = f"{self.apihost}/api/v1/namespaces/{quote(self.namespace)}/{collection}"
+        """The URL of ``name`` in ``collection``: ``[pkg/]name`` in the client's namespace, or fully
+        qualified, ``/namespace/[pkg/]name`` (``_``: the key's own), as wsk takes names."""
+        namespace = self.namespace
+        if name.startswith("/"):
+            namespace, _, name = name[1:].partition("/")
+        base = f"{self.apihost}/api/v1/namespaces/{quote(namespace)}/{collection}"
         return f"{base}/{quote(name)}" if name else base
 
     def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
