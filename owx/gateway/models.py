@@ -31,7 +31,7 @@ class KeyValue(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     key: StrictStr = Field(min_length=1, max_length=256)
-    value: Any = None
+    value: Any  # required, as OpenWhisk's ("parameters malformed!" without it); null is a value
     init: StrictBool = False  # a parameter the runtime gets at /init as environment, not as an argument
 
     def entry(self) -> dict[str, Any]:
@@ -88,6 +88,16 @@ class LimitsBody(BaseModel):
     concurrency: StrictInt | None = None
 
 
+def last_of_each_key(items: list[KeyValue] | None) -> list[KeyValue] | None:
+    """One entry per key, the last one given, where the key first stood (OpenWhisk keeps them in a map)."""
+    if items is None:
+        return None
+    kept: dict[str, KeyValue] = {}
+    for item in items:
+        kept[item.key] = item
+    return list(kept.values())
+
+
 def _check_size(field: str, value: Any, allowed: int) -> None:
     if value is not None:
         size = encoded_size(value.model_dump(exclude_none=True) if isinstance(value, BaseModel)
@@ -104,6 +114,11 @@ class AnnotatedBody(BaseModel):
     version: StrictStr | None = None
     publish: StrictBool | None = None
 
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, items: list[KeyValue] | None) -> list[KeyValue] | None:
+        return last_of_each_key(items)
+
     @field_validator("version")
     @classmethod
     def _version(cls, version: str | None) -> str | None:
@@ -118,6 +133,11 @@ class EntityBody(AnnotatedBody):
     """What actions, packages and triggers carry."""
 
     parameters: list[KeyValue] | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, items: list[KeyValue] | None) -> list[KeyValue] | None:
+        return last_of_each_key(items)
 
     def check_sizes(self) -> None:
         _check_size("parameters", self.parameters, PARAMETER_SIZE_LIMIT)

@@ -45,6 +45,19 @@ def test_fields_openwhisk_clients_send_that_owx_does_not_use_are_ignored_as_open
     assert invoked.json() == {"greeting": "hello you"}
 
 
+def test_a_key_given_twice_keeps_its_last_value_where_it_first_stood(gateway, http):
+    """As OpenWhisk, whose parameters and annotations are maps."""
+    name = unique("twice")
+    body = {"exec": {"kind": "python:3", "code": HELLO},
+            "parameters": [{"key": "name", "value": "first"}, {"key": "x", "value": 1}, {"key": "name", "value": "last"}],
+            "annotations": [{"key": "a", "value": 1}, {"key": "a", "value": 2}]}
+    created = put(http, gateway, name, body).json()
+    assert created["parameters"] == [{"key": "name", "value": "last"}, {"key": "x", "value": 1}]
+    assert [a for a in created["annotations"] if a["key"] == "a"] == [{"key": "a", "value": 2}]
+    invoked = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true", "result": "true"}, json={})
+    assert invoked.json() == {"greeting": "hello last"}
+
+
 def test_the_basic_scheme_is_read_whatever_its_case(gateway, http):
     """RFC 9110: an authentication scheme's name is case-insensitive."""
     token = http.headers.get("Authorization") or requests.Request("GET", gateway.url, auth=http.auth).prepare(

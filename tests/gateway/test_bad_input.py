@@ -75,6 +75,8 @@ ROWS = {
                                {"exec": {"kind": "blackbox", "image": "UPPERCASE/Image"}}),
     "image with a shell command": Row("PUT", "actions/bad-image", 400, "could not parse image name",
                                       {"exec": {"kind": "blackbox", "image": "../../etc; rm -rf"}}),
+    "parameter without a value": Row("PUT", "actions/no-value", 400, "parameters.0.value: Field required",
+                                     action(parameters=[{"key": "a"}])),
     "lone surrogate in code": Row("PUT", "actions/surrogate", 400, "lone surrogate",
                                   '{"exec": {"kind": "python:3", "code": "\\ud800"}}'),
     "20 MB of code": Row("PUT", "actions/huge", 413,  # exec measured as its stored JSON
