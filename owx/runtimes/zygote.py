@@ -51,7 +51,7 @@ def spawn(plan: ContainerPlan, fds: list[int], private: list[int] = ()) -> int: 
     finally:
         if os.getpid() != 1:  # the parent: its next child must get a new namespace again, not this one
             kernel.setns(own, kernel.CLONE_NEWPID)
-            os.close(own)
+        os.close(own)  # the child too (it does not exec): a container keeps no handle on the host's namespace
     if pid:
         return pid
     code = 1

@@ -125,6 +125,22 @@ def main(args):
     assert max(seen["visible"]) < 16, seen["visible"]  # its own pid namespace: its init, its runtime, its children
 
 
+def test_a_container_holds_no_descriptor_of_the_hosts_namespaces(instance):
+    """Such a descriptor gives away host pids (NS_GET_PID_IN_PIDNS), however setns refuses it."""
+    code = ATTEMPT + '''
+def main(args):
+    held = {}
+    for fd in os.listdir("/proc/self/fd"):
+        target = attempt(lambda: os.readlink("/proc/self/fd/" + fd))
+        if isinstance(target, str) and target.split(":")[0] in ("pid", "mnt", "net", "ipc", "uts", "cgroup", "user"):
+            held[fd] = target
+    ours = {name: os.readlink("/proc/self/ns/" + name) for name in ("pid", "mnt", "ipc", "uts", "cgroup")}
+    return {"held": held, "ours": ours}
+'''
+    seen = instance.attacker.run(code)
+    assert set(seen["held"].values()) <= set(seen["ours"].values()), seen
+
+
 def test_signals_reach_neither_other_tenants_nor_the_gateway(instance):
     running, records, runtime = start_victim(instance, 8)
     targets = [instance.gateway.process.pid, runtime, *_instance_pids(instance)]
