@@ -168,7 +168,7 @@ def fill(disk: Path) -> Path:
     return filler
 
 
-def test_a_blocking_invoke_on_a_full_disk_gets_503_not_a_202_promising_a_record(tmp_path) -> None:
+def test_a_blocking_invoke_on_a_full_disk_gets_503_not_a_202_promising_a_record(tmp_path, caplog) -> None:
     """Past the blocking wait, a 202 says the activation will be recorded: without a journal entry (the
     disk is full) this gateway could not keep that promise, so the caller gets a 503 naming it."""
     with small_disk(tmp_path / "disk", 48) as disk:
@@ -192,5 +192,7 @@ def test_a_blocking_invoke_on_a_full_disk_gets_503_not_a_202_promising_a_record(
             assert later.status_code == 202  # with room again, it is journalled: 202 and a record later
             record = running.wait_record(http, later.json()["activationId"])
             assert record["response"]["result"] == {"slept": 3}
+            failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+            assert not [m for m in failures if "cannot rollback" in m], failures  # the disk's own error, not a mask
         finally:
             server.stop()

@@ -113,10 +113,11 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite rolls back by itself after some errors (a full disk)
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def _next_rev(current: str | None) -> str:
