@@ -32,6 +32,7 @@ class AnswerReader(asyncio.Protocol):
         self._body: list[bytes] = []
         self._size = 0
         self._max_body: int | None = None
+        self._keep_body: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -52,24 +53,29 @@ class AnswerReader(asyncio.Protocol):
             self._fail(ExchangeFailed(f"not an HTTP answer: {exc}"))
             self.abort()
 
-    def exchange(self, data: bytes, timeout: float, max_body: int | None) -> asyncio.Future[HttpAnswer]:
-        """Send ``data``; the future gets the answer, or AnswerTimeout after ``timeout`` seconds."""
+    def exchange(self, data: bytes, timeout: float, max_body: int | None,
+                 keep_body: int | None = None) -> asyncio.Future[HttpAnswer]:
+        """Send ``data``; the future gets the answer, or AnswerTimeout after ``timeout`` seconds. A body
+        over ``max_body`` fails the exchange; past ``keep_body`` it is only counted (the answer holds
+        its first ``keep_body`` bytes and its whole ``size``)."""
         assert self.transport is not None and self._loop is not None and self._waiter is None
         loop = self._loop
         self._waiter = loop.create_future()
         self._timer = loop.call_later(timeout, self._time_out)
-        self._body, self._size, self._max_body = [], 0, max_body
+        self._body, self._size, self._max_body, self._keep_body = [], 0, max_body, keep_body
         self.transport.write(data)
         return self._waiter
 
     # httptools callbacks (no ``on_header`` here: most answers are read for their status and body)
     def on_body(self, body: bytes) -> None:
+        kept = self._size
         self._size += len(body)
         if self._max_body is not None and self._size > self._max_body:
             self._fail(ExchangeFailed(f"an answer over the {self._max_body} bytes allowed"))
             self.abort()
             return
-        self._body.append(body)
+        if self._keep_body is None or kept < self._keep_body:
+            self._body.append(body)
 
     def on_message_complete(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -77,7 +83,12 @@ class AnswerReader(asyncio.Protocol):
         if not self._parser.should_keep_alive():
             self.abort()
         if waiter is not None and not waiter.done():
-            waiter.set_result(HttpAnswer(self._parser.get_status_code(), self._headers(), b"".join(self._body)))
+            body = b"".join(self._body)
+            if self._keep_body is not None and self._size > self._keep_body:
+                waiter.set_result(HttpAnswer(self._parser.get_status_code(), self._headers(), body[:self._keep_body],
+                                             self._size))
+            else:
+                waiter.set_result(HttpAnswer(self._parser.get_status_code(), self._headers(), body))
 
     def _headers(self) -> dict[str, str]:
         return {}
@@ -112,9 +123,10 @@ class HeaderAnswerReader(AnswerReader):
         super().__init__()
         self._kept: dict[str, str] = {}
 
-    def exchange(self, data: bytes, timeout: float, max_body: int | None) -> asyncio.Future[HttpAnswer]:
+    def exchange(self, data: bytes, timeout: float, max_body: int | None,
+                 keep_body: int | None = None) -> asyncio.Future[HttpAnswer]:
         self._kept = {}
-        return super().exchange(data, timeout, max_body)
+        return super().exchange(data, timeout, max_body, keep_body)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()
@@ -140,24 +152,26 @@ class AsyncKeepAlivePool:
         self._poll = BusyPoll.of(asyncio.get_running_loop()) if answers_soon else None
 
     async def request(self, data: bytes, timeout: float, max_body: int | None = None,
-                      retry_on_new: bool = False) -> HttpAnswer:
-        """The answer to ``data`` within ``timeout`` seconds. With ``retry_on_new``, a failure on a
-        reused connection is retried once on a new one (the server may have closed it while idle)."""
+                      retry_on_new: bool = False, keep_body: int | None = None) -> HttpAnswer:
+        """The answer to ``data`` within ``timeout`` seconds (``max_body``, ``keep_body``: see
+        :meth:`AnswerReader.exchange`). With ``retry_on_new``, a failure on a reused connection is
+        retried once on a new one (the server may have closed it while idle)."""
         while self._idle:
             reader = self._idle.pop()
             if reader.closed:
                 continue
             try:
-                return self._kept(reader, await self._exchange(reader, data, timeout, max_body))
+                return self._kept(reader, await self._exchange(reader, data, timeout, max_body, keep_body))
             except ExchangeFailed:
                 if not retry_on_new:
                     raise
             break
         reader = await self._connect()
-        return self._kept(reader, await self._exchange(reader, data, timeout, max_body))
+        return self._kept(reader, await self._exchange(reader, data, timeout, max_body, keep_body))
 
-    async def _exchange(self, reader: AnswerReader, data: bytes, timeout: float, max_body: int | None) -> HttpAnswer:
-        answer = reader.exchange(data, timeout, max_body)
+    async def _exchange(self, reader: AnswerReader, data: bytes, timeout: float, max_body: int | None,
+                        keep_body: int | None) -> HttpAnswer:
+        answer = reader.exchange(data, timeout, max_body, keep_body)
         poll = self._poll
         if poll is not None:
             poll.awaited += 1

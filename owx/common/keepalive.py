@@ -41,7 +41,13 @@ class HttpAnswer:
 
     status: int
     headers: dict[str, str]
-    body: bytes
+    body: bytes  # its first ``keep_body`` bytes, when a reader was asked to keep no more
+    size: int = -1  # of the whole body as it came (-1: ``len(body)``)
+
+    @property
+    def length(self) -> int:
+        """Bytes of the whole body, kept or not."""
+        return len(self.body) if self.size < 0 else self.size
 
 
 class _Connection:

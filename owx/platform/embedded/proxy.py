@@ -19,8 +19,9 @@ from owx.runtimes.http_wire import SECRET_HEADER, request_bytes
 
 # Refused: nothing listens yet; unreachable: a fresh container's address is not resolved on the bridge yet.
 RETRYABLE_CONNECT = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
-# A bound on what a runtime (the tenant's process) can make the gateway hold for one answer; far
-# above any result limit, which the record builder enforces with OpenWhisk's message.
+# A bound on what a runtime (the tenant's process) can make the gateway read for one answer (past it
+# the exchange fails); far above any result limit: of a longer answer a run keeps only the limit's
+# worth (`UnreadAnswer`), from which the record builder makes OpenWhisk's truncated response.
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 
@@ -90,7 +91,7 @@ class ProxyClient:
             raise ProxyTimeout(f"{path} did not answer within {timeout:.3f}s") from exc
         except ExchangeFailed as exc:
             raise ProxyUnreachable(f"{path}: {exc}") from exc
-        return _parse(answer.status, answer.body, parsed_bytes)
+        return _parse(answer.status, answer.body, answer.length, parsed_bytes)
 
     async def run_async(self, body: bytes, timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
         """``POST /run`` of the encoded ``body`` from the event loop (the same errors as :meth:`post`); an
@@ -100,12 +101,13 @@ class ProxyClient:
             self._loop_pool = AsyncKeepAlivePool(self._connect_async)
         data = request_bytes("/run", body, self._headers)
         try:
-            answer = await self._loop_pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=True)
+            answer = await self._loop_pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=True,
+                                                   keep_body=parsed_bytes)
         except AnswerTimeout as exc:
             raise ProxyTimeout(f"/run did not answer within {timeout:.3f}s") from exc
         except ExchangeFailed as exc:
             raise ProxyUnreachable(f"/run: {exc}") from exc
-        return _parse(answer.status, answer.body, parsed_bytes)
+        return _parse(answer.status, answer.body, answer.length, parsed_bytes)
 
     async def _connect_async(self) -> AnswerReader:
         loop = asyncio.get_running_loop()
@@ -151,12 +153,12 @@ def _connect_error(where: str, exc: OSError) -> Exception:
     return ProxyUnreachable(f"connect {where}: {exc}")
 
 
-def _parse(status: int, raw: bytes, parsed_bytes: int | None) -> ProxyResponse:
+def _parse(status: int, raw: bytes, size: int, parsed_bytes: int | None) -> ProxyResponse:
     """The answer's JSON: checked when owx stores it as it is, else as Python's ``json`` reads it (NaN,
     lone surrogates: the record builder then says why the result is invalid), else its text; an
-    `UnreadAnswer` when it is longer than ``parsed_bytes``."""
-    if parsed_bytes is not None and len(raw) > parsed_bytes:
-        return ProxyResponse(status, UnreadAnswer(len(raw), raw[:parsed_bytes]), True, checked=True)
+    `UnreadAnswer` when it was longer (``size``) than ``parsed_bytes`` (``raw`` may hold only its start)."""
+    if parsed_bytes is not None and size > parsed_bytes:
+        return ProxyResponse(status, UnreadAnswer(size, raw[:parsed_bytes]), True, checked=True)
     try:
         return ProxyResponse(status, jsonvalues.loads(raw), True, checked=True)
     except jsonvalues.InvalidJson:
