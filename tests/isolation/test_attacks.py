@@ -21,7 +21,9 @@ import threading
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 import pytest
 
 from isolation_support import PIDS_MAX, SMALL_TMP_MB, Tenant, add_tenant, host_pids_with
@@ -548,7 +550,7 @@ def test_no_service_of_this_machine_but_the_gateway_is_reachable_and_other_machi
     unix.listen()
     with _other_machine() as elsewhere:
         outcomes = instance.attacker.run(PROBE_NETWORK, tcp=[sock.getsockname()[:2] for sock in services],
-                                         udp=udp.getsockname()[1], abstract=abstract, elsewhere=elsewhere,
+                                         udp=udp.getsockname()[1], abstract=abstract, elsewhere=elsewhere.greeter,
                                          metadata=METADATA_ADDRESSES)
     assert outcomes.pop("gateway") == 200, outcomes
     assert outcomes.pop("elsewhere") == "hello from elsewhere", outcomes
@@ -585,6 +587,34 @@ def test_no_port_of_this_machine_can_be_squatted(instance):
     assert len(outcomes) == 5 and not_refused(outcomes) == {}, outcomes
 
 
+LISTEN_UNBOUND = ATTEMPT + '''
+KEPT = []
+
+def main(args):
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listened = attempt(lambda: server.listen(4))  # no bind: the kernel picks a port, on every address
+    KEPT.append(server)  # still listening after the activation (the runtime's process lives on)
+    return {"listened": listened, "port": server.getsockname()[1]}
+'''
+CONNECT = '''import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+    print("connected")
+except OSError as exc:
+    print(type(exc).__name__)
+'''
+
+
+def test_a_socket_listening_without_a_bind_takes_no_connection_from_another_machine(instance):
+    """Landlock refuses an action's bind of a TCP port, not the port the kernel picks for a socket that
+    listens unbound: that socket must not become a server other machines reach."""
+    with _other_machine() as elsewhere:
+        port = instance.attacker.run(LISTEN_UNBOUND)["port"]
+        client = netns.wrap(elsewhere.name, [sys.executable, "-c", CONNECT, elsewhere.our_address, str(port)])
+        connected = subprocess.run(client, capture_output=True, text=True, timeout=30).stdout.strip()
+    assert port == 0 or connected != "connected", (port, connected)
+
+
 def _primary_address() -> str:
     """This machine's address on its default route (no packet is sent)."""
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -594,14 +624,24 @@ def _primary_address() -> str:
     return address
 
 
+@dataclass
+class OtherMachine:
+    """A machine elsewhere (its network namespace), its greeter's [address, port], this machine's
+    address as it sees it."""
+
+    name: str
+    greeter: list[Any]
+    our_address: str = "10.231.77.1"
+
+
 @contextlib.contextmanager
 def _other_machine():
     """Another machine on the network: a network namespace behind a veth, greeting whoever connects to
-    the (address, port) yielded, or to that port of its metadata addresses (``METADATA_ADDRESSES``)."""
+    its greeter's (address, port), or to that port of its metadata addresses (``METADATA_ADDRESSES``)."""
     name = f"{netns.PREFIX}o{secrets.token_hex(3)}"
     host_side, address = f"{name}h", "10.231.77.2"
     on_host = [f"link add {host_side} type veth peer name eth0 netns {name}", f"link set {host_side} up",
-               f"addr add 10.231.77.1/30 dev {host_side}", f"addr add 169.254.77.1/30 dev {host_side}",
+               f"addr add {OtherMachine.our_address}/30 dev {host_side}", f"addr add 169.254.77.1/30 dev {host_side}",
                f"addr add fd00:ec2::1/64 dev {host_side} nodad"]
     inside = [f"addr add {address}/30 dev eth0", f"addr add {METADATA_ADDRESSES[0]}/30 dev eth0",
               f"addr add {METADATA_ADDRESSES[1]}/64 dev eth0 nodad", "link set eth0 up"]
@@ -614,7 +654,7 @@ def _other_machine():
         server = subprocess.Popen(netns.wrap(name, [sys.executable, "-c", GREETER]), stdout=subprocess.PIPE, text=True)
         port = int(server.stdout.readline())
         try:
-            yield [address, port]
+            yield OtherMachine(name, [address, port])
         finally:
             server.kill()
             server.wait()

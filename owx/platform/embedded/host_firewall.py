@@ -23,7 +23,10 @@ forwarded.
 What ports cannot describe: abstract Unix sockets, closed by the sandbox's Landlock scope (Linux
 6.12 and later), and an open port whose service is down, which an action binding it would squat:
 the sandbox's Landlock domain binds no TCP port (Linux 6.7 and later). On an older kernel these stay
-open, and the platform logs so at start. TCP between an action's own processes over loopback is
+open, and the platform logs so at start. A TCP socket that listens without a bind still gets a port
+(the kernel picks it; Landlock sees no bind): no socket of the block's uids answers a connection
+(its SYN-ACK is dropped), so no action is a TCP server anyone reaches. UDP ports and abstract socket
+names an action binds are not covered (a network namespace per container would be). TCP between an action's own processes over loopback is
 refused like any other local traffic (they talk over pipes or Unix sockets in /tmp).
 """
 
@@ -61,6 +64,7 @@ table inet {self.table} {{
     oifname "lo" meta skuid {uids} tcp dport @open_ports accept
     oifname "lo" meta skuid {uids} meta l4proto tcp reject with tcp reset
     oifname "lo" meta skuid {uids} reject
+    meta skuid {uids} tcp flags & (syn | ack) == syn | ack drop
     ip daddr 169.254.0.0/16 meta skuid {uids} meta l4proto tcp reject with tcp reset
     ip daddr 169.254.0.0/16 meta skuid {uids} reject
     ip6 daddr {METADATA_V6} meta skuid {uids} meta l4proto tcp reject with tcp reset
