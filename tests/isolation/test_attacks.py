@@ -611,7 +611,7 @@ def test_a_socket_listening_without_a_bind_takes_no_connection_from_another_mach
     with _other_machine() as elsewhere:
         port = instance.attacker.run(LISTEN_UNBOUND)["port"]
         client = netns.wrap(elsewhere.name, [sys.executable, "-c", CONNECT, elsewhere.our_address, str(port)])
-        connected = subprocess.run(client, capture_output=True, text=True, timeout=30).stdout.strip()
+        connected = subprocess.run(client, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
     assert port == 0 or connected != "connected", (port, connected)
 
 

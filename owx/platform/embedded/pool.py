@@ -158,7 +158,7 @@ class ContainerPool:
             init_ms = _ms(time.time()) - _ms(started)
         try:
             result = self._run_on(slot, spec, request, started)
-        except Exception as exc:  # a platform bug must not reach the caller as an exception
+        except Exception:  # a platform bug must not reach the caller as an exception
             log.exception("running %s on %s failed", spec.key, slot.container.id)
             self._drop(slot)
             result = self._failure(INTERNAL_ERROR, RUN_FAILED, started)
@@ -213,7 +213,7 @@ class ContainerPool:
                 return await run_on_thread(None, self._lost_run, slot, spec, started, exc)
             logs = await self._logs(container, spec.logs_bytes)
             return self._judged(slot, spec, response, oom_before, logs, started)
-        except Exception as exc:  # a platform bug must not reach the caller as an exception
+        except Exception:  # a platform bug must not reach the caller as an exception
             log.exception("running %s on %s failed", spec.key, container.id)
             await run_on_thread(None, self._drop, slot)
             return self._failure(INTERNAL_ERROR, RUN_FAILED, started)
