@@ -6,8 +6,8 @@ without a bound below the interpreter's. Everything that crosses the API, and ev
 result, passes through here first.
 
 orjson parses and encodes on the hot path (five to ten times Python's ``json`` here): it refuses
-NaN, infinities and lone surrogates itself, and owx checks the nesting only of text with more
-than ``MAX_DEPTH`` brackets. Two cases go to Python's ``json`` instead, which keeps what orjson
+NaN, infinities and lone surrogates itself, and its C parser checks the nesting too (see
+`_fast_loads`) of text with more than ``MAX_DEPTH`` brackets. Two cases go to Python's ``json`` instead, which keeps what orjson
 would change: integers of more than 18 digits (orjson reads them as floats, or cannot write them)
 and anything orjson refuses (for the exact reason in the error).
 """
@@ -44,13 +44,9 @@ def loads(raw: bytes | str) -> Any:
     """Parse ``raw`` strictly; `InvalidJson` with the reason otherwise."""
     if isinstance(raw, bytes) and not _LONG_DIGITS.search(raw):
         try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            return _fast_loads(raw)
+        except (orjson.JSONDecodeError, _NotWrapped):
             pass  # Python's json says exactly why
-        else:
-            if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and (found := problem(value)):
-                raise InvalidJson(found)
-            return value
     try:
         value = json.loads(raw, parse_constant=_constant, parse_float=_finite)
     except RecursionError:
@@ -62,6 +58,57 @@ def loads(raw: bytes | str) -> Any:
     problem_found = problem(value)
     if problem_found:
         raise InvalidJson(problem_found)
+    return value
+
+
+class _NotWrapped(ValueError):
+    """Text that parsed only thanks to the wrapping brackets around it (such as ``1],[2``): not JSON."""
+
+
+def _orjson_depth() -> int | None:
+    """How many levels of nesting this orjson parses (it refuses deeper), or None when it parses 4,096."""
+    def parses(levels: int) -> bool:
+        try:
+            orjson.loads(b"[" * levels + b"]" * levels)
+        except orjson.JSONDecodeError:
+            return False
+        return True
+
+    low, high = 1, 4096
+    if parses(high):
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if parses(middle) else (low, middle - 1)
+    return low
+
+
+_ORJSON_DEPTH = _orjson_depth()
+_WRAPS = None if _ORJSON_DEPTH is None or _ORJSON_DEPTH <= MAX_DEPTH else _ORJSON_DEPTH - MAX_DEPTH
+
+
+def _fast_loads(raw: bytes) -> Any:
+    """orjson's parse, held to ``MAX_DEPTH`` without walking the value: text with more brackets than
+    that is parsed inside as many arrays as orjson's own depth limit leaves ``MAX_DEPTH`` levels for,
+    so that its C parser refuses deeper nesting (a walk over 1 MB of ``[]`` took the loop half a
+    second); the arrays around it are then taken off."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return orjson.loads(raw)
+    if _WRAPS is None:
+        value = orjson.loads(raw)
+        if found := problem(value):
+            raise InvalidJson(found)
+        return value
+    try:
+        value = orjson.loads(b"[" * _WRAPS + raw + b"]" * _WRAPS)
+    except orjson.JSONDecodeError as exc:
+        if "depth" not in str(exc):  # orjson names its depth limit; else parse alone: not JSON, or too deep
+            orjson.loads(raw)
+        raise InvalidJson(f"nested deeper than {MAX_DEPTH} levels") from None
+    for _ in range(_WRAPS):
+        if not isinstance(value, list) or len(value) != 1:
+            raise _NotWrapped
+        value = value[0]
     return value
 
 
