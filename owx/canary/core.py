@@ -51,8 +51,9 @@ class CanaryCore:
     """Everything Canary does for stateful actions inside one gateway."""
 
     def __init__(self, platform: Platform, tables: CoreTables, results: ResultLedger, settings: CanarySettings,
-                 store: StoreLocation, pump: Callable[[], None]) -> None:
+                 store: StoreLocation, pump: Callable[[], None], result_bytes: int) -> None:
         self.platform = platform
+        self.result_bytes = result_bytes  # the gateway's result limit, for the specs its functions run with
         self.memory = platform.ledger
         self.tables = tables
         self.results = results
@@ -88,14 +89,14 @@ class CanaryCore:
             return False
         if options is not None:
             with self._lock:
-                self._options[action_spec(resolved).key] = options
+                self._options[action_spec(resolved, self.result_bytes).key] = options
         return options is not None
 
     def expect_job(self, namespace: str, resolved: ResolvedAction, job_id: str, function_ids: list[str]) -> None:
         """A job was submitted: record it (queued) before its functions are admitted."""
         options = options_of(resolved.doc)
         assert options is not None
-        spec = action_spec(resolved)
+        spec = action_spec(resolved, self.result_bytes)
         with self._lock:
             for fid in function_ids:
                 self._jobs[fid] = job_id
@@ -127,7 +128,7 @@ class CanaryCore:
     def _gate(self, resolved: ResolvedAction, function_ids: list[str]) -> bool:
         options = options_of(resolved.doc)
         assert options is not None
-        spec = action_spec(resolved)
+        spec = action_spec(resolved, self.result_bytes)
         live = self._live_nodes()
         warm = [n for n in self.platform.warm_nodes(spec) if n in live]
         copies = options.copies if options.fault_tolerance == "request-replication" else 1

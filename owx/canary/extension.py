@@ -26,7 +26,7 @@ class CanaryExtension:
         settings = gateway.settings
         store = StoreLocation(settings, settings.canary, gateway.platform)
         self.core = CanaryCore(gateway.platform, CoreTables(gateway.entities), ResultLedger(gateway.entities),
-                               settings.canary, store, gateway.throttle.pump)
+                               settings.canary, store, gateway.throttle.pump, settings.gateway.max_payload_bytes)
         gateway.invoker.route(self.core.accepts, self.core, self.core.gate)
         gateway.blueprints.append(api.register)
         gateway.catalog.action_checks.append(api.check_action)

@@ -83,12 +83,8 @@ class AnswerReader(asyncio.Protocol):
         if not self._parser.should_keep_alive():
             self.abort()
         if waiter is not None and not waiter.done():
-            body = b"".join(self._body)
-            if self._keep_body is not None and self._size > self._keep_body:
-                waiter.set_result(HttpAnswer(self._parser.get_status_code(), self._headers(), body[:self._keep_body],
-                                             self._size))
-            else:
-                waiter.set_result(HttpAnswer(self._parser.get_status_code(), self._headers(), body))
+            body = b"".join(self._body)[:self._keep_body]  # the whole of it when nothing is cut
+            waiter.set_result(HttpAnswer(self._parser.get_status_code(), self._headers(), body, self._size))
 
     def _headers(self) -> dict[str, str]:
         return {}

@@ -6,10 +6,10 @@ without a bound below the interpreter's. Everything that crosses the API, and ev
 result, passes through here first.
 
 orjson parses and encodes on the hot path (five to ten times Python's ``json`` here): it refuses
-NaN, infinities and lone surrogates itself, and its C parser checks the nesting too (see
-`_fast_loads`) of text with more than ``MAX_DEPTH`` brackets. Two cases go to Python's ``json`` instead, which keeps what orjson
-would change: integers of more than 18 digits (orjson reads them as floats, or cannot write them)
-and anything orjson refuses (for the exact reason in the error).
+NaN, infinities and lone surrogates itself, and its C parser checks the nesting too, of text with
+more than ``MAX_DEPTH`` brackets (`_fast_loads`). Two cases go to Python's ``json`` instead, which
+keeps what orjson would change: integers of more than 18 digits (orjson reads them as floats, or
+cannot write them) and anything orjson refuses (for the exact reason in the error).
 """
 
 from __future__ import annotations

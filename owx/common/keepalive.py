@@ -42,12 +42,7 @@ class HttpAnswer:
     status: int
     headers: dict[str, str]
     body: bytes  # its first ``keep_body`` bytes, when a reader was asked to keep no more
-    size: int = -1  # of the whole body as it came (-1: ``len(body)``)
-
-    @property
-    def length(self) -> int:
-        """Bytes of the whole body, kept or not."""
-        return len(self.body) if self.size < 0 else self.size
+    size: int  # of the whole body as it came
 
 
 class _Connection:
@@ -126,7 +121,7 @@ class KeepAlivePool:
             raise ExchangeFailed(str(exc) or type(exc).__name__) from exc
         if not (keep_alive and self._reuse_connections and self._keep(conn)):
             conn.close()
-        return HttpAnswer(status, headers, body)
+        return HttpAnswer(status, headers, body, len(body))
 
     def _keep(self, conn: _Connection) -> bool:
         with self._lock:

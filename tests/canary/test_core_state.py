@@ -194,3 +194,21 @@ def test_concurrent_commits_of_one_activation_have_one_winner(gw):
         thread.join()
     assert sorted(wins) == [False] * 11 + [True]
     assert ledger.committed("guest", aid).container == f"c{ledger.committed('guest', aid).attempt}"
+
+
+def test_a_stateful_action_is_held_to_the_gateways_result_limit_not_a_default():
+    """Canary runs its functions with the gateway's ``max_payload_bytes``: with 3 MB allowed, a 2 MB
+    result is kept whole, and a 4 MB one is cut at 3 MB."""
+    gateway = start_canary_gateway(gateway={"max_payload_bytes": 3 * 1024 * 1024})
+    try:
+        http = gateway.session()
+        code = "def main(args):\n    return {'x': 'y' * args['mb'] * 1024 * 1024}\n"
+        name = gateway.put_action(http, code=code, canary=True)
+        kept = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"mb": 2}).json()
+        assert kept["response"]["success"] and len(kept["response"]["result"]["x"]) == 2 * 1024 * 1024
+        cut = http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"mb": 4}).json()
+        sent = 4 * 1024 * 1024 + len('{"x": ""}')  # as the runtime sent it
+        assert cut["response"]["result"]["error"].startswith(
+            f"The action produced a response that exceeded the allowed length: {sent} > {3 * 1024 * 1024} bytes.")
+    finally:
+        gateway.stop()

@@ -83,7 +83,8 @@ def test_a_second_owx_up_on_the_data_dir_is_refused_without_touching_the_running
     tls = gateway.data_dir / "tls"
     before = {path.name: path.read_bytes() for path in tls.glob("*.pem")}
     second = subprocess.run([sys.executable, "-m", "owx.cli", "up", "--host", "127.0.0.3", "--port", "0",
-                             "--data-dir", str(gateway.data_dir)], capture_output=True, text=True, timeout=60, check=False,
+                             "--data-dir", str(gateway.data_dir)], capture_output=True, text=True, timeout=60,
+                            check=False,
                             env={**os.environ, "HOME": str(gateway.data_dir / "home"), "OWX_GATEWAY__TLS_PORT": "0"})
     assert second.returncode != 0 and "in use by another owx store" in second.stderr
     assert {path.name: path.read_bytes() for path in tls.glob("*.pem")} == before

@@ -45,8 +45,7 @@ from owx.gateway.pipeline.records import ActionFacts
 from owx.gateway.pipeline.slots import RunSlots
 from owx.gateway.stores import DURABLE, ActivationStore, StoreUnavailable
 from owx.platform.interface import Platform, PlatformError
-from owx.platform.types import (APPLICATION_ERROR, INTERNAL_ERROR, RESULT_BYTES, SUCCESS, ActionSpec, RunOutcome,
-                                 RunRequest)
+from owx.platform.types import APPLICATION_ERROR, INTERNAL_ERROR, SUCCESS, ActionSpec, RunOutcome, RunRequest
 from owx.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -165,7 +164,7 @@ class Invocation:
     done: Future[Completion]
 
 
-def action_spec(resolved: ResolvedAction, result_bytes: int = RESULT_BYTES) -> ActionSpec:
+def action_spec(resolved: ResolvedAction, result_bytes: int) -> ActionSpec:
     """What the platform needs to find or make a container for ``resolved`` and run it (a result
     longer than ``result_bytes`` is cut)."""
     doc, limits = resolved.doc, resolved.limits
@@ -232,8 +231,8 @@ class Invoker:
         facts = ActionFacts.of(resolved.doc, str(resolved.path), resolved.binding)
         conductor = is_conductor(resolved)
         warm_on_loop = self._loop_runs and runner is self.platform and resolved.kind != "sequence" and not conductor
-        plan = Plan(runner, gate, action_spec(resolved, self.max_result_bytes), facts, warm_on_loop, _final_parameters(resolved),
-                    resolved.gets_api_key, conductor, resolved.path.fqn)
+        plan = Plan(runner, gate, action_spec(resolved, self.max_result_bytes), facts, warm_on_loop,
+                    _final_parameters(resolved), resolved.gets_api_key, conductor, resolved.path.fqn)
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         self._plans[id(resolved)] = (resolved, plan)  # the entry keeps ``resolved`` alive: its id stays its own

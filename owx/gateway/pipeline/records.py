@@ -79,8 +79,8 @@ def response(status: str, result: Any, max_bytes: int, checked: bool = False) ->
     """The ``response`` object. A result that is not storable JSON (NaN, a lone surrogate, nested
     too deep) becomes a developer error saying so; one over ``max_bytes`` (as stored), an
     application error holding its first ``max_bytes`` (OpenWhisk's truncated response; ``size``
-    stays the whole result's; an `UnreadAnswer` is cut as it was sent). ``checked``: the result is known to be storable (it was parsed
-    strictly), so it is not walked again."""
+    stays the whole result's; an `UnreadAnswer` is cut as it was sent). ``checked``: the result is
+    known to be storable (it was parsed strictly), so it is not walked again."""
     if isinstance(result, UnreadAnswer):  # longer than the limit as sent: never parsed, always cut
         encoded, size = result.head, max(result.size, max_bytes + 1)
     else:

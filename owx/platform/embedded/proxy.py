@@ -91,7 +91,7 @@ class ProxyClient:
             raise ProxyTimeout(f"{path} did not answer within {timeout:.3f}s") from exc
         except ExchangeFailed as exc:
             raise ProxyUnreachable(f"{path}: {exc}") from exc
-        return _parse(answer.status, answer.body, answer.length, parsed_bytes)
+        return _parse(answer.status, answer.body, answer.size, parsed_bytes)
 
     async def run_async(self, body: bytes, timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
         """``POST /run`` of the encoded ``body`` from the event loop (the same errors as :meth:`post`); an
@@ -107,7 +107,7 @@ class ProxyClient:
             raise ProxyTimeout(f"/run did not answer within {timeout:.3f}s") from exc
         except ExchangeFailed as exc:
             raise ProxyUnreachable(f"/run: {exc}") from exc
-        return _parse(answer.status, answer.body, answer.length, parsed_bytes)
+        return _parse(answer.status, answer.body, answer.size, parsed_bytes)
 
     async def _connect_async(self) -> AnswerReader:
         loop = asyncio.get_running_loop()
