@@ -17,6 +17,16 @@ import sys
 
 END = "XXX_THE_END_OF_A_WHISK_ACTIVATION_XXX"
 
+def answer_once(raw):
+    """This activation's answer is ``raw``, as a runtime the action controls could send it."""
+    import owx.runtimes.protocol as runtime
+    encode = runtime._encode
+    def once(answer):
+        runtime._encode = encode
+        return raw
+    runtime._encode = once
+    return {}
+
 def main(args):
     what = args["what"]
     if what == "nan":
@@ -28,22 +38,10 @@ def main(args):
         for _ in range(args.get("depth", 150)):
             value = [value]
         return {"x": value}
-    if what == "deep-objects-sent":  # the answer as a runtime the action controls could send it
-        import owx.runtimes.protocol as runtime
-        encode = runtime._encode
-        def once(answer):
-            runtime._encode = encode
-            return b'{"a":' * 60_000 + b"1" + b"}" * 60_000
-        runtime._encode = once
-        return {}
+    if what == "deep-objects-sent":
+        return answer_once(b'{"a":' * 60_000 + b"1" + b"}" * 60_000)
     if what == "lists-sent":  # 100 MB of empty lists: cheap to send, costly to hold and to parse
-        import owx.runtimes.protocol as runtime
-        encode = runtime._encode
-        def once(answer):
-            runtime._encode = encode
-            return b"[" + b"[]," * (100 * 1024 * 1024 // 3) + b"[]]"
-        runtime._encode = once
-        return {}
+        return answer_once(b"[" + b"[]," * (100 * 1024 * 1024 // 3) + b"[]]")
     if what == "surrogate":
         return {"x": "\\ud800"}
     if what == "big":
