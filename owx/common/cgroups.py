@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 ROOT = Path("/sys/fs/cgroup")
+HYBRID_UNIFIED = ROOT / "unified"  # where a v1 system mounts the v2 hierarchy beside its controllers
 V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
 CFS_PERIOD_US = 100_000
 UNLIMITED = -1
@@ -57,6 +58,15 @@ class MemoryStat:
 def is_v2() -> bool:
     """True when /sys/fs/cgroup is the unified (v2) hierarchy."""
     return (ROOT / "cgroup.controllers").exists()
+
+
+@lru_cache(maxsize=1)
+def unified_root() -> Path | None:
+    """The v2 hierarchy: /sys/fs/cgroup itself on v2, its ``unified`` mount beside the v1 controllers on
+    a hybrid system, None where there is none. Cgroup BPF programs attach to groups there."""
+    if is_v2():
+        return ROOT
+    return HYBRID_UNIFIED if (HYBRID_UNIFIED / "cgroup.procs").exists() else None
 
 
 @lru_cache(maxsize=1)
@@ -175,8 +185,19 @@ class Cgroup:
         with self._fds_lock:
             _close_all(self._fds)
 
-    def _dirs(self) -> list[Path]:
-        return [self.dir()] if is_v2() else [self.dir(c) for c in V1_CONTROLLERS]
+    def dirs(self) -> list[Path]:
+        """This group's directory in every hierarchy it is made in and its processes join: the unified
+        one on v2; on v1 each controller's, and on a hybrid system the v2 hierarchy's too (it has no
+        controllers there, only its processes, for the BPF programs attached to it)."""
+        if is_v2():
+            return [self.dir()]
+        hybrid = unified_root()
+        return [self.dir(c) for c in V1_CONTROLLERS] + ([hybrid / self.relpath] if hybrid else [])
+
+    def unified_dir(self) -> Path | None:
+        """This group's directory in the v2 hierarchy (None: this machine has none)."""
+        root = unified_root()
+        return None if root is None else root / self.relpath
 
     @property
     def name(self) -> str:
@@ -190,7 +211,7 @@ class Cgroup:
         """Create the group in every controller (parents too); idempotent."""
         if is_v2():
             self._enable_v2_controllers()
-        for path in self._dirs():
+        for path in self.dirs():
             path.mkdir(parents=True, exist_ok=True)
         return self
 
@@ -208,7 +229,7 @@ class Cgroup:
 
     def add(self, pid: int) -> None:
         """Move process ``pid`` into this group in every controller."""
-        for path in self._dirs():
+        for path in self.dirs():
             _write(path / "cgroup.procs", pid)
 
     def pids(self) -> list[int]:
@@ -230,7 +251,7 @@ class Cgroup:
         self.set_oom_kill_disable(False, missing_ok=True)
         self.close_files()
         deadline = time.monotonic() + timeout
-        for path in self._dirs():
+        for path in self.dirs():
             while path.is_dir():
                 self.kill_all()
                 try:

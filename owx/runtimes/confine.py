@@ -13,7 +13,8 @@ tenant only when it is claimed); :func:`become` turns the process into the tenan
 its own uid, the namespace's gid, no capabilities, no new privileges, a Landlock domain and a
 syscall filter. The container keeps the host's network namespace, so actions reach the network;
 which of the host's own services its uid may reach is the platform's firewall
-(:mod:`owx.platform.embedded.host_firewall`). Standard library only: this runs in processes forked by the zygote.
+(:mod:`owx.platform.embedded.host_firewall`), and that it binds no port the platform's port bind
+filter (:mod:`owx.platform.embedded.port_binds`). Standard library only: this runs in processes forked by the zygote.
 """
 
 from __future__ import annotations

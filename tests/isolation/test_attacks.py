@@ -567,24 +567,31 @@ def test_no_service_of_this_machine_but_the_gateway_is_reachable_and_other_machi
 SQUAT = ATTEMPT + '''
 def main(args):
     outcomes = {}
-    for host, port in args["ports"]:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        outcomes["bind %s %d" % (host, port)] = attempt(lambda: sock.bind((host, port)))
+    for kind, host, port in args["ports"]:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM if kind == "tcp" else socket.SOCK_DGRAM)
+        outcomes["bind %s %s %d" % (kind, host, port)] = attempt(lambda: sock.bind((host, port)) or sock.getsockname()[1])
         sock.close()
     return outcomes
 '''
 
 
 def test_no_port_of_this_machine_can_be_squatted(instance):
-    """An action binds no TCP port, so it cannot take over the port of an open service that is down
-    (the gateway's or the Canary store's): other tenants' calls to it would reach the attacker."""
+    """An action binds no TCP or UDP port, so it cannot take over the port of a service that is down (the
+    gateway's, the Canary store's, a metrics daemon's): other tenants' calls, or the datagrams host
+    processes send it, would reach the attacker. A UDP socket may still let the kernel pick its port,
+    as a client's first send does."""
     freed = [listening(socket.AF_INET, "127.0.0.1"), listening(socket.AF_INET6, "::1")]
     ports = [sock.getsockname()[:2] for sock in freed]
     for sock in freed:
         sock.close()  # a service that went down
-    ports += [("0.0.0.0", ports[0][1]), ("127.0.0.1", 0), ("::", 0)]
-    outcomes = instance.attacker.run(SQUAT, ports=ports)
-    assert len(outcomes) == 5 and not_refused(outcomes) == {}, outcomes
+    squats = [("tcp", *ports[0]), ("tcp", *ports[1]), ("tcp", "0.0.0.0", ports[0][1]), ("tcp", "127.0.0.1", 0),
+              ("tcp", "::", 0), ("udp", "127.0.0.1", ports[0][1]), ("udp", "0.0.0.0", 8125), ("udp", "::", 5353)]
+    picked = [("udp", "0.0.0.0", 0), ("udp", "::", 0)]
+    outcomes = instance.attacker.run(SQUAT, ports=squats + picked)
+    refused = {key: outcomes[key] for key in (f"bind {kind} {host} {port}" for kind, host, port in squats)}
+    assert not_refused(refused) == {}, outcomes
+    assert all(isinstance(outcomes[f"bind udp {host} 0"], int) for _, host, _ in picked), outcomes
 
 
 LISTEN_UNBOUND = ATTEMPT + '''

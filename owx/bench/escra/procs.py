@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from owx.common.cgroups import V1_CONTROLLERS, Cgroup, is_v2
+from owx.common.cgroups import Cgroup
 
 # Burns one core until killed.
 BUSY = "while True:\n    pass\n"
@@ -28,8 +28,7 @@ IDLE = "import time\ntime.sleep(3600)\n"
 
 def spawn_in(group: Cgroup, argv: list[str], **popen) -> subprocess.Popen:
     """Start ``argv`` already inside ``group`` (it joins before exec, so no allocation escapes)."""
-    dirs = [group.dir()] if is_v2() else [group.dir(c) for c in V1_CONTROLLERS]
-    joins = "; ".join(f"echo $$ > {d}/cgroup.procs" for d in dirs)
+    joins = "; ".join(f"echo $$ > {d}/cgroup.procs" for d in group.dirs())
     return subprocess.Popen(["sh", "-c", f'{joins} && exec "$@"', "sh", *argv], **popen)
 
 

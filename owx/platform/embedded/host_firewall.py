@@ -21,13 +21,13 @@ replies to the gateway's own connections, and their packets to the metadata addr
 forwarded.
 
 What ports cannot describe: abstract Unix sockets, closed by the sandbox's Landlock scope (Linux
-6.12 and later), and an open port whose service is down, which an action binding it would squat:
-the sandbox's Landlock domain binds no TCP port (Linux 6.7 and later). On an older kernel these stay
-open, and the platform logs so at start. A TCP socket that listens without a bind still gets a port
-(the kernel picks it; Landlock sees no bind): no socket of the block's uids answers a connection
-(its SYN-ACK is dropped), so no action is a TCP server anyone reaches. UDP ports and abstract socket
-names an action binds are not covered (a network namespace per container would be). TCP between an action's own processes over loopback is
-refused like any other local traffic (they talk over pipes or Unix sockets in /tmp).
+6.12 and later; on an older kernel they stay open, and the platform logs so at start), and an open
+port whose service is down, which an action binding it would squat: no container binds a TCP or UDP
+port (:mod:`owx.platform.embedded.port_binds`). A TCP socket that listens without a bind still gets
+a port (the kernel picks it): no socket of the block's uids answers a connection (its SYN-ACK is
+dropped), so no action is a TCP server anyone reaches. Abstract socket names an action binds are
+not covered (a network namespace per container would be). TCP between an action's own processes
+over loopback is refused like any other local traffic (they talk over pipes or Unix sockets in /tmp).
 """
 
 from __future__ import annotations

@@ -185,8 +185,8 @@ class EmbeddedPlatform(Platform):
 def _warn_of_missing_landlock(abi: int) -> None:
     """Log what the sandbox cannot close on a kernel of this Landlock ABI."""
     if abi < kernel.LANDLOCK_NET_ABI:
-        log.warning("this kernel has no Landlock network rights (Linux 6.7): actions can bind TCP ports of "
-                    "this machine, and squat an open port whose service is down")
+        log.warning("this kernel has no Landlock network rights (Linux 6.7): only the port bind filter keeps "
+                    "actions from binding TCP ports of this machine")
     if abi < kernel.LANDLOCK_SCOPES_ABI:
         log.warning("this kernel has no Landlock scopes (Linux 6.12): actions can reach the abstract "
                     "Unix sockets of this machine")

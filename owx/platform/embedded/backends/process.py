@@ -32,6 +32,7 @@ from owx.platform.embedded.backends.zygote_client import Zygote, ZygoteError, Zy
 from owx.platform.embedded.container import Backend, Container, ContainerRequest
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
+from owx.platform.embedded.port_binds import PortBindFilter
 from owx.platform.embedded.proxy import ProxyClient
 from owx.platform.embedded.watcher import FdWatcher
 from owx.platform.settings import PlatformSettings
@@ -62,6 +63,7 @@ class ProcessBackend(Backend):
         self.identities = identities
         self.layout = SandboxLayout.build(list(self.launch.paths), instance.state_dir, identities.directories,
                                           settings.sandbox)
+        self.port_binds = PortBindFilter.load_or_warn()
         make = partial(Zygote, self.launch.python, runtime_env(self.launch.pythonpath))
         self.zygotes = Zygotes(make, settings.zygote_preload, settings.zygote_kind_preload) if settings.zygote else None
 
@@ -81,6 +83,8 @@ class ProcessBackend(Backend):
         super().close()
         if self.zygotes is not None:
             self.zygotes.close()
+        if self.port_binds is not None:
+            self.port_binds.close()
 
 
 class ProcessContainer(Container):
@@ -181,6 +185,8 @@ class ProcessContainer(Container):
         self.cgroup.set_cpu_shares(limits.cpu_shares)
         self.cgroup.set_cpu_quota(limits.cpu_quota_us, limits.cpu_period_us)
         self.cgroup.set_pids_max(limits.pids_max)
+        if self._backend.port_binds is not None:
+            self._backend.port_binds.apply(self.cgroup)
 
     def _signal_kill(self) -> None:
         if self._control is not None:

@@ -53,8 +53,7 @@ class SandboxLayout:
 
     def plan(self, name: str, cgroup: Cgroup, uid: int, env: dict[str, str]) -> ContainerPlan:
         """The plan of container ``name`` in ``cgroup``, running as ``uid``."""
-        controllers = [""] if is_v2() else ["memory", "cpu", "cpuacct", "pids"]
-        procs = [str(cgroup.dir(c) / "cgroup.procs") for c in dict.fromkeys(controllers)]
+        procs = [str(path / "cgroup.procs") for path in cgroup.dirs()]
         views = {"/sys/fs/cgroup": str(cgroup.dir())} if is_v2() else {
             "/sys/fs/cgroup/memory": str(cgroup.dir("memory"))}
         return ContainerPlan(name=name, procs=procs, new_root=self.new_root, expose=self.expose, links=self.links,
