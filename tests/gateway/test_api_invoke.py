@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from functools import partial
 
 import pytest
 import requests
@@ -511,6 +512,26 @@ def test_wait_time_runs_from_the_gateways_receipt(tmp_path_factory):
                          for _ in range(2))
         waits = [annotations(gateway.wait_record(http, aid))["waitTime"] for aid in (first, second)]
         assert waits[0] < 500 and waits[1] >= 800
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("route", ["invoke", "web action"])
+def test_refused_bodies_count_against_the_rate_and_none_is_parsed_over_it(tmp_path_factory, route):
+    """A caller cannot make the gateway parse JSON without limit (a megabyte of it takes tens of ms)
+    by sending bodies it refuses: each counts against the rate (a web action's, which anyone may
+    call, against its owner's), as every attempt counts in OpenWhisk's entitlement check, and over
+    the rate no body is read (429)."""
+    server, gateway = start_gateway(tmp_path_factory.mktemp("bodies"), gateway={"invocations_per_minute": 5})
+    try:
+        http = gateway.session()
+        send = (partial(http.post, gateway.api(f"actions/{deploy(http, gateway)}")) if route == "invoke"
+                else partial(requests.post, web(http, gateway)))
+        post = partial(send, headers={"Content-Type": "application/json"})
+        broken = b'{"a": [' + b"[]," * 1000 + b"}"
+        assert [post(data=broken).status_code for _ in range(5)] == [400] * 5
+        assert post(data=broken).status_code == 429
+        assert post(json={}).status_code == 429
     finally:
         server.stop()
 

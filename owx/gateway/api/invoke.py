@@ -96,10 +96,10 @@ class InvokeEndpoint:
         identity = await self._caller(request)
         path = _path(identity.namespace if namespace == "_" else namespace, name)
         blocking, result_only, wait_s = _options(request.query, self.settings.blocking_wait_s)
-        params = object_from(bounded(request.body, self.settings.max_payload_bytes))
         invoker = self.gateway.invoker
-        invoker.throttle.check_rate(identity.namespace)  # before the action is looked up, as OpenWhisk's entitlement
+        invoker.throttle.check_rate(identity.namespace)  # before the body is parsed, as OpenWhisk's entitlement
         try:
+            params = object_from(bounded(request.body, self.settings.max_payload_bytes))
             resolved = await self._resolved(path, identity.namespace)
         except ApiError:
             invoker.throttle.count_refused(identity.namespace)

@@ -111,8 +111,14 @@ def web_action(ns: str, package: str, rest: str):
     caller = _caller()
     if not (request.method == "OPTIONS" or _allowed(annotation(resolved.doc, "require-whisk-auth"), caller)):
         raise ApiError(401, UNAUTHENTICATED, cors_headers)
-    params = _parameters(bool(annotation(resolved.doc, "raw-http")), extra_path,
-                         service.settings.gateway.max_payload_bytes, caller, cors_headers)
+    throttle = service.invoker.throttle  # anyone may call a web action: its owner's rate bounds the bodies parsed
+    throttle.check_rate(owner.namespace)
+    try:
+        params = _parameters(bool(annotation(resolved.doc, "raw-http")), extra_path,
+                             service.settings.gateway.max_payload_bytes, caller, cors_headers)
+    except ApiError:
+        throttle.count_refused(owner.namespace)
+        raise
     invocation = service.invoker.start(owner, resolved, params, g.get("transaction_id"))
     headers = {ACTIVATION_HEADER: invocation.activation_id, **cors_headers}
 

@@ -84,9 +84,9 @@ class Throttle:
             self._count_rate(namespace, 1, now_s)
 
     def count_refused(self, namespace: str) -> None:
-        """Count an invoke refused before admission (its action did not resolve, or not for this caller)
-        against the rate, as OpenWhisk's entitlement check counts every attempt: such invokes, each a
-        store read, are not free of the limit."""
+        """Count an invoke refused before admission (its body, or its action did not resolve, or not for
+        this caller) against the rate, as OpenWhisk's entitlement check counts every attempt: such
+        invokes, each a parse of up to a megabyte of JSON or a store read, are not free of the limit."""
         now_s = int(time.time())
         with self._lock:
             self._window(namespace).add(now_s)
