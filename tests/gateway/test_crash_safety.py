@@ -77,25 +77,31 @@ def test_a_gateway_killed_under_load_loses_no_activation_it_answered_for(tmp_pat
 
 def test_a_blocking_invoke_cut_off_by_a_killed_gateway_is_recorded_as_failed(tmp_path) -> None:
     """Its caller never learnt the activation's id (no answer came), yet the action started: the next
-    start records it, so listing the action's activations shows what happened."""
+    start records it, so listing the action's activations shows what happened. Its record ends when
+    the gateway was last known alive (its log has a one-second heartbeat), not when the next one
+    started (here 5 s later)."""
     gateway = start_gateway_process(tmp_path / "cut-off")
     name = f"cut-{uuid.uuid4().hex[:6]}"
     create(gateway, name)
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(gateway.session().post, gateway.api(f"actions/{name}"), params={"blocking": "true"},
                               json={"s": 30}, timeout=60)
-        time.sleep(2.0)  # running: a blocking caller waits far longer than a few loop turns
+        time.sleep(3.0)  # running: a blocking caller waits far longer than a few loop turns, and heartbeats pass
         gateway.kill()
+        killed_ms = time.time() * 1000
         try:
             waiting.result(30)
             raise AssertionError("the blocking invoke was answered by a killed gateway")
         except requests.ConnectionError:
             pass
+    time.sleep(5.0)
     gateway.restart()
     try:
         listed = gateway.session().get(gateway.api("activations"), params={"name": name, "docs": "true"}).json()
         assert len(listed) == 1, listed
         assert listed[0]["response"]["result"]["error"] == GATEWAY_DIED
+        assert killed_ms - 2500 <= listed[0]["end"] <= killed_ms + 100, (listed[0]["end"] - killed_ms)
+        assert listed[0]["duration"] == listed[0]["end"] - listed[0]["start"]
     finally:
         gateway.stop()
 

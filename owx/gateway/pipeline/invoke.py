@@ -558,15 +558,18 @@ class Invoker:
         while self._open and time.monotonic() < deadline:
             time.sleep(0.01)
         for activation in list(self._open.values()):
-            self.activations.put(records.unfinished(activation.entry(), records.GATEWAY_STOPPED, self.max_result_bytes))
+            self.activations.put(records.unfinished(activation.entry(), records.GATEWAY_STOPPED, self.max_result_bytes,
+                                                    records.now_ms()))
         self._open.clear()
         self._threads.shutdown(wait=False, cancel_futures=True)
 
     def recover(self) -> int:
-        """Record as failed the activations a gateway that died had accepted and not finished."""
+        """Record as failed the activations a gateway that died had accepted and not finished, ending
+        when it was last known alive."""
         left = self.activations.unfinished()
+        died_ms = self.activations.last_alive_ms() or records.now_ms()
         for entry in left:
-            self.activations.put(records.unfinished(entry, records.GATEWAY_DIED, self.max_result_bytes))
+            self.activations.put(records.unfinished(entry, records.GATEWAY_DIED, self.max_result_bytes, died_ms))
         if left:
             log.warning("recorded %d activations left unfinished by a gateway that died", len(left))
         return len(left)

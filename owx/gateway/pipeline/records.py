@@ -209,11 +209,11 @@ def _fitted(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def unfinished(entry: dict[str, Any], message: str, max_result_bytes: int) -> dict[str, Any]:
+def unfinished(entry: dict[str, Any], message: str, max_result_bytes: int, end_ms: int) -> dict[str, Any]:
     """The failed record of an accepted activation that never finished (``message``: why:
-    ``GATEWAY_STOPPED`` or ``GATEWAY_DIED``)."""
+    ``GATEWAY_STOPPED`` or ``GATEWAY_DIED``), ending at ``end_ms`` (no earlier than its start)."""
     action = ActionFacts(**entry["action"])
-    outcome = RunOutcome(INTERNAL_ERROR, {"error": message}, [], entry["start"], now_ms())
+    outcome = RunOutcome(INTERNAL_ERROR, {"error": message}, [], entry["start"], max(entry["start"], end_ms))
     return build(entry["activationId"], entry["namespace"], action, outcome, max_result_bytes, entry["start"],
                  entry.get("cause"))
 

@@ -49,6 +49,7 @@ class Replayed:
 
     records: list[tuple[int, ActivationRow]]
     accepted: list[AcceptedRow]
+    last_alive_ms: int | None  # when the run that wrote the segments was last known alive (None: no segment)
 
 
 def encode(row: Row) -> bytes:
@@ -105,13 +106,14 @@ class ActivationLog:
                         else:
                             accepted.setdefault(row.activation_id, row)
                 self._open = {aid: entry for aid, entry in accepted.items() if aid not in records}
+                last_alive = max((path.stat().st_mtime_ns // 1_000_000 for path in old), default=None)
                 self._start_segment(int(old[-1].stem) + 1 if old else 1, [*records.values(), *self._open.values()])
                 for path in old:
                     path.unlink()
             except OSError as err:
                 raise StoreUnavailable(f"cannot replay activation log {self.directory}: {err}") from err
             self._seq = self._last_record = len(records)
-            return Replayed(list(enumerate(records.values(), 1)), list(self._open.values()))
+            return Replayed(list(enumerate(records.values(), 1)), list(self._open.values()), last_alive)
 
     def append(self, row: Row) -> int:
         """Write ``row`` with one ``os.write``, durable on return; its sequence number (increasing).
@@ -147,6 +149,13 @@ class ActivationLog:
         with self._lock:
             self._committed = max(self._committed, seq)
             self._drop_committed()
+
+    def beat(self) -> None:
+        """Mark its writer alive now, in the current segment's modification time (as every append
+        does): after a crash, the latest such time is when the run that died was last known alive."""
+        with self._lock:
+            if self._fd >= 0:
+                os.utime(self._fd)
 
     def recorded(self, activation_ids: Iterable[str]) -> None:
         """Records the database committed without the log (their `append` failed): their accepted

@@ -120,6 +120,10 @@ class ActivationStore(Protocol):
         """Journalled entries whose activation has no record yet, from the activation log: at open,
         those a gateway that died left (no database query: a record enters the log before the database)."""
 
+    def last_alive_ms(self) -> int | None:
+        """When the gateway that ran on this activation log before was last known alive (epoch ms,
+        within a second: the log's heartbeat), None if it left no log."""
+
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         """The full record if it belongs to ``namespace``, else None."""
 

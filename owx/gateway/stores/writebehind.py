@@ -33,6 +33,7 @@ from owx.gateway.stores.activations import AcceptedRow, ActivationRow, Row, to_a
 from owx.gateway.stores.base import DURABLE, StoreUnavailable
 
 log = logging.getLogger(__name__)
+HEARTBEAT_S = 1.0  # how often the writer marks the log alive (`ActivationLog.beat`) when it has nothing to do
 
 Commit = Callable[[list[ActivationRow]], None]
 Fetch = Callable[[str], "tuple[str, dict[str, Any]] | None"]
@@ -88,6 +89,8 @@ class WriteBehind:
         except BaseException:
             self._log.close()
             raise
+        self.last_alive_ms = replayed.last_alive_ms  # of the run before this one
+        self._beaten = time.monotonic()
         with self._cond:
             for seq, row in replayed.records:
                 self._enqueue(row, seq, None)
@@ -221,17 +224,32 @@ class WriteBehind:
 
     def _next_batch(self) -> list[_Queued] | None:
         """The next records to commit: those that came within ``linger_s`` of the first (one commit and
-        one wake-up of this thread for many records), at once when a batch is full or someone waits."""
+        one wake-up of this thread for many records), at once when a batch is full or someone waits;
+        none after ``HEARTBEAT_S`` without any."""
         with self._cond:
-            self._cond.wait_for(lambda: self._queue or self._closing)
+            if not self._cond.wait_for(lambda: self._queue or self._closing, HEARTBEAT_S):
+                return []
             self._cond.wait_for(self._commit_now, self._linger_s)
             if not self._queue:
                 return None  # closing and drained
             return [self._queue[i] for i in range(min(self._max_batch, len(self._queue)))]
 
+    def _beat(self) -> None:
+        """Mark the log alive, once a heartbeat has passed since the last mark."""
+        now = time.monotonic()
+        if now - self._beaten >= HEARTBEAT_S:
+            self._beaten = now
+            try:
+                self._log.beat()
+            except OSError as err:
+                log.warning("could not mark the activation log alive: %s", err)
+
     def _run(self) -> None:
         backoff = 0.0
         while (batch := self._next_batch()) is not None:
+            self._beat()
+            if not batch:
+                continue
             try:
                 self._commit([row for _, row, _, _ in batch])
             except Exception as err:  # noqa: BLE001  the writer must outlive any failure: keep the rows, retry
@@ -317,3 +335,6 @@ class WrittenBehind:
 
     def unfinished(self) -> list[dict[str, Any]]:
         return [json.loads(entry.text) for entry in self._writer.open_accepted()]
+
+    def last_alive_ms(self) -> int | None:
+        return self._writer.last_alive_ms
