@@ -13,22 +13,23 @@ import threading
 import time
 from collections.abc import Callable
 
-from owx.canary.checkpoint import CheckpointError, CheckpointStore, open_checkpoint_store
+from owx.canary.checkpoint import CheckpointError, CheckpointStore
 from owx.canary.function import Function
+from owx.canary.store_worker import StoreWorker
 from owx.canary.tables import CheckpointInfo, CoreTables, now_ms
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 5.0
+StoreReader = CheckpointStore | StoreWorker  # what the core needs of a store: history and delete
 
 
 class CheckpointView:
-    """Reads checkpoint metadata of functions from their namespace's store (``url_for(namespace)``)."""
+    """Reads checkpoint metadata of functions from their namespace's store (``open_store(namespace)``)."""
 
-    def __init__(self, url_for: Callable[[str], str], tables: CoreTables) -> None:
-        self.url_for = url_for
+    def __init__(self, open_store: Callable[[str], StoreReader], tables: CoreTables) -> None:
+        self.open_store = open_store
         self.tables = tables
-        self._stores: dict[str, CheckpointStore] = {}  # by URL
-        self._errors: dict[str, tuple[str, float]] = {}  # by URL: the last failure and when
+        self._errors: dict[str, tuple[str, float]] = {}  # by namespace: the last failure and when
         self._lock = threading.Lock()
 
     def latest(self, function: Function) -> int | None:
@@ -59,25 +60,20 @@ class CheckpointView:
             except (CheckpointError, OSError) as exc:
                 log.warning("could not delete checkpoints of %s: %s", function.function_id, exc)
 
-    def _open(self, function: Function) -> CheckpointStore | None:
-        url = self.url_for(function.namespace)
+    def _open(self, function: Function) -> StoreReader | None:
+        namespace = function.namespace
         with self._lock:
-            error, tried = self._errors.get(url, (None, 0.0))
-            if url not in self._stores and time.monotonic() - tried >= STORE_RETRY_S:
-                try:
-                    self._stores[url] = open_checkpoint_store(url)
-                    self._errors.pop(url, None)
-                    error = None
-                except CheckpointError as exc:
-                    error = str(exc)
-                    self._errors[url] = (error, time.monotonic())
-            store = self._stores.get(url)
-        if store is None and error:
-            function.warnings.append(f"checkpoint store unavailable to the core: {error}")
+            error, tried = self._errors.get(namespace, (None, 0.0))
+            if error is not None and time.monotonic() - tried < STORE_RETRY_S:
+                function.warnings.append(f"checkpoint store unavailable to the core: {error}")
+                return None
+        try:
+            store = self.open_store(namespace)
+        except CheckpointError as exc:
+            with self._lock:
+                self._errors[namespace] = (str(exc), time.monotonic())
+            function.warnings.append(f"checkpoint store unavailable to the core: {exc}")
+            return None
+        with self._lock:
+            self._errors.pop(namespace, None)
         return store
-
-    def close(self) -> None:
-        with self._lock:
-            stores, self._stores = list(self._stores.values()), {}
-        for store in stores:
-            store.close(timeout=5)

@@ -67,7 +67,7 @@ class CanaryCore:
         self.deaths.subscribe(self.runtimes.lost)
         self.deaths.subscribe(self._node_watch)
         platform.subscribe(self.deaths)
-        self.checkpoints = CheckpointView(store.url_for, tables)
+        self.checkpoints = CheckpointView(store.open, tables)
         self._functions: dict[str, Function] = {}
         self._jobs: dict[str, str] = {}  # function id -> job id, for jobs submitted but not yet admitted
         self._options: dict[str, CanaryOptions] = {}  # by runtime key
@@ -246,7 +246,6 @@ class CanaryCore:
     def close(self) -> None:
         self.runtimes.close()
         self.deaths.close()
-        self.checkpoints.close()
         self.store.close()
 
     # -- records -------------------------------------------------------------------------------

@@ -12,6 +12,10 @@ OpenWhisk) there is none and large values stay in Redis, so tenants share no dir
 in the URL, a Redis without a password, an Ignite URL or ``store_dir`` are one store shared by every
 namespace, as configured (for tenants that trust each other). In a store with a user per namespace,
 each namespace's checkpoints are kept within ``store_quota_mb`` (:mod:`~owx.canary.store_quota`).
+
+The gateway reads a store whose files are in a namespace's directory only through that namespace's
+worker (:mod:`~owx.canary.store_worker`), which also makes the store's directories: the namespace's
+actions write there, and what they leave is never opened by root.
 """
 
 from __future__ import annotations
@@ -22,10 +26,16 @@ import threading
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from owx.canary.checkpoint import (
+    CheckpointError,
+    CheckpointStore,
+    open_checkpoint_store,
+)
 from owx.canary.checkpoint.url import store_ports
 from owx.canary.redis_tenants import RedisTenants
 from owx.canary.settings import CanarySettings
 from owx.canary.store_quota import QuotaProcess
+from owx.canary.store_worker import StoreWorker
 from owx.common.urls import redact
 from owx.platform import Platform
 from owx.settings import Settings
@@ -59,6 +69,7 @@ class StoreLocation:
                         "others' checkpoints (a Redis URL with a password and no blobs= keeps them apart)",
                         redact(self._url))
         self._ready: set[Path] = set()
+        self._opened: dict[str, CheckpointStore | StoreWorker] = {}  # by namespace
         self._lock = threading.Lock()
 
     def url_for(self, namespace: str) -> str:
@@ -79,10 +90,17 @@ class StoreLocation:
         return directory / "canary" / "blobs" if directory is not None else None
 
     def prepare(self, namespace: str) -> None:
-        """Create the namespace's store directory (and default database file) once."""
+        """Create the namespace's store directory (and default database file) once: through its
+        worker where it is in the namespace's directory."""
         if self._url is not None and self._own_blobs(namespace) is None:
             return
-        directory = self._directory(namespace)
+        if self._identity(namespace) is not None:
+            try:
+                self.open(namespace)
+            except CheckpointError as exc:
+                log.warning("the checkpoint store of namespace %s is not ready: %s", namespace, exc)
+            return
+        directory = self._directory(namespace)  # only root reaches it, or operator-shared among trusted tenants
         with self._lock:
             if directory in self._ready:
                 return
@@ -90,13 +108,31 @@ class StoreLocation:
             for path in (directory, directory / "blobs", spool):
                 path.mkdir(parents=True, exist_ok=True)
                 path.chmod(DIRECTORY_MODE)
-            if self._url is not None:
-                self._ready.add(directory)
-                return
-            db = directory / DB_NAME
-            db.touch(exist_ok=True)  # an empty file is an empty SQLite database; SQLite gives its
-            db.chmod(FILE_MODE)  # -wal and -shm files the database file's mode
+            if self._url is None:
+                db = directory / DB_NAME
+                db.touch(exist_ok=True)  # an empty file is an empty SQLite database; SQLite gives its
+                db.chmod(FILE_MODE)  # -wal and -shm files the database file's mode
             self._ready.add(directory)
+
+    def open(self, namespace: str) -> CheckpointStore | StoreWorker:
+        """The namespace's store as the gateway reads it (opened once): through the namespace's worker
+        where its files are in the namespace's directory, else here. Raises `CheckpointError`."""
+        with self._lock:
+            store = self._opened.get(namespace)
+            if store is None or (isinstance(store, StoreWorker) and not store.alive):
+                identity, url = self._identity(namespace), self.url_for(namespace)
+                if identity is None:
+                    store = open_checkpoint_store(url)
+                else:
+                    directory = self._platform.namespace_dir(namespace)
+                    store = StoreWorker(url, directory, directory / "canary", identity)
+                self._opened[namespace] = store
+            return store
+
+    def _identity(self, namespace: str) -> tuple[int, int] | None:
+        """Who the namespace's worker runs as, if the store's files are in the namespace's directory."""
+        in_namespace_dir = self._shared_dir is None and (self._url is None or self._own_blobs(namespace) is not None)
+        return self._platform.namespace_identity(namespace) if in_namespace_dir else None
 
     def grant(self, namespace: str) -> None:
         """Let the namespace's actions into a store with a user per namespace (before each attempt: a
@@ -105,6 +141,10 @@ class StoreLocation:
             self._tenants.ensure(namespace)
 
     def close(self) -> None:
+        with self._lock:
+            opened, self._opened = list(self._opened.values()), {}
+        for store in opened:
+            store.close(timeout=5)
         if self._quota is not None:
             self._quota.close()
         if self._tenants is not None:

@@ -158,6 +158,12 @@ class Platform(ABC):
         read and write at this same path (made on first use); None where containers cannot share one."""
         return None
 
+    def namespace_identity(self, namespace: str) -> tuple[int, int] | None:
+        """The (uid, gid) for a process of owx's that acts in ``namespace_dir(namespace)``: the namespace's
+        group and a uid of its own, so it has the rights of that namespace's containers and no more
+        (what they put there is theirs to shape: never opened by root). None without such a directory."""
+        return None
+
     def limits(self) -> PlatformLimits:
         budgets = [node.budget_bytes for node in self.nodes() if node.alive]
         return PlatformLimits(max(budgets, default=0), sum(budgets), len(budgets))

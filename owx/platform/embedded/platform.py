@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import ClassVar
 
@@ -56,6 +57,8 @@ class EmbeddedPlatform(Platform):
         self.replicas = self
         self.resources = self
         self._nodes: dict[str, Node] = {}
+        self._helper_uids: dict[str, int] = {}  # namespace -> the uid of owx's processes in its directory
+        self._helper_uids_lock = threading.Lock()
         try:
             if self.uid_block is not None:
                 self.firewall = HostFirewall(self.uid_block, settings.sandbox.host_ports)
@@ -126,6 +129,15 @@ class EmbeddedPlatform(Platform):
         if self.backends.docker_only:
             return None
         return self.identities.directory(namespace, create=True)
+
+    def namespace_identity(self, namespace: str) -> tuple[int, int] | None:
+        if self.namespace_dir(namespace) is None or self.uid_block is None:
+            return None
+        with self._helper_uids_lock:
+            uid = self._helper_uids.get(namespace)
+            if uid is None:
+                uid = self._helper_uids[namespace] = self.identities.take_uid()
+        return uid, self.identities.gid(namespace)
 
     # -- ReplicaControl ----------------------------------------------------------------------
     def prewarm(self, spec: ActionSpec, node: str | None = None, wait_s: float = 0.0) -> ContainerInfo:

@@ -1,0 +1,124 @@
+"""Attacks through a namespace's own Canary checkpoint store, which its actions write and the gateway
+reads: nothing an action puts there may run in the gateway, or make root touch what a link names.
+
+Each attack is a real Canary action of ``mallory`` on a real ``owx up``; the victims are host files
+and directories only root may write.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from isolation_support import start_instance
+
+CANARY = [{"key": "canary", "value": {"checkpoint": "explicit"}}]
+PLANT = '''
+import os, pickle, sqlite3
+from urllib.parse import urlsplit
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS checkpoint_kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
+
+def store():
+    """The path of the namespace's store directory and a connection to its database."""
+    database = urlsplit(os.environ["__OW_CANARY_STORE"]).path
+    connection = sqlite3.connect(database, isolation_level=None)
+    connection.execute(SCHEMA)
+    return os.path.dirname(database), connection
+'''
+FORGE = PLANT + '''
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("touch " + MARKER,))
+
+def main(args):
+    global MARKER
+    MARKER = args["marker"]
+    function_id = os.environ["__OW_CANARY_FUNCTION_ID"]
+    _, db = store()
+    for key in ("index/" + function_id, "ckpt/" + function_id + "/1"):
+        db.execute("INSERT OR REPLACE INTO checkpoint_kv VALUES (?, ?)", (key, pickle.dumps(Payload())))
+    db.execute("INSERT OR REPLACE INTO checkpoint_kv VALUES (?, CAST('1' AS BLOB))", ("seq/" + function_id,))
+    return {"planted": True}
+'''
+LINK_SPOOL = PLANT + '''
+from owx.canary.checkpoint.files import function_dir
+
+def main(args):
+    function_id = os.environ["__OW_CANARY_FUNCTION_ID"]
+    directory, db = store()
+    os.symlink(args["victim"], os.path.join(directory, "blobs", ".spool", function_dir(function_id)))
+    db.execute("INSERT OR REPLACE INTO checkpoint_kv VALUES (?, CAST('5' AS BLOB))", ("seq/" + function_id,))
+    return {"planted": True}
+'''
+LINK_STORE = PLANT + '''
+def main(args):
+    directory, db = store()
+    db.close()
+    os.rename(os.path.join(directory, "blobs"), os.path.join(directory, "blobs.old"))
+    os.symlink(args["directory"], os.path.join(directory, "blobs"))
+    for suffix in ("", "-wal", "-shm"):
+        database = os.path.join(directory, "checkpoints.db" + suffix)
+        if os.path.exists(database):
+            os.rename(database, database + ".old")
+    os.symlink(args["file"], os.path.join(directory, "checkpoints.db"))
+    os.symlink(args["file"], os.path.join(directory, "checkpoints.db-wal"))
+    return {"planted": True}
+'''
+HELLO = "def main(args):\n    return {'hello': True}\n"
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory):
+    running = start_instance(tmp_path_factory.mktemp("store-attacks"))
+    yield running
+    running.gateway.stop()
+
+
+def root_only_directory(path):
+    """A host directory of root's, readable by all, writable by root alone, with files in it."""
+    path.mkdir(mode=0o755)
+    os.chmod(path, 0o755)
+    for name in ("000000000003.seg", "stale.tmp", "other.txt"):
+        (path / name).write_text("root's")
+        os.chmod(path / name, 0o644)
+    os.utime(path / "stale.tmp", (0, 0))  # older than any writer still at work
+    return path
+
+
+def test_a_checkpoint_index_an_action_forges_runs_nothing_in_the_gateway(instance, tmp_path):
+    """The gateway reads a Canary function's index and records after each run: a pickle planted there
+    would run as root in the gateway."""
+    marker = tmp_path / "ran-as-root"
+    record = instance.attacker.invoke(instance.attacker.put(FORGE, annotations=CANARY), marker=str(marker))
+    assert record["response"]["success"], record
+    assert not marker.exists()
+
+
+def test_a_link_in_the_spool_makes_no_host_file_deleted(instance, tmp_path):
+    """After a Canary function succeeds its checkpoints are deleted, spool files included: a spool
+    directory that is a link to a host directory must not have root delete segment-named files there."""
+    victim = root_only_directory(tmp_path / "victim")
+    record = instance.attacker.invoke(instance.attacker.put(LINK_SPOOL, annotations=CANARY), victim=str(victim))
+    assert record["response"]["success"], record
+    assert sorted(os.listdir(victim)) == ["000000000003.seg", "other.txt", "stale.tmp"]
+
+
+def test_links_in_the_store_make_root_change_no_host_file(instance, tmp_path):
+    """The store's directories are made again when a gateway starts: links an action left in their
+    place (to a host directory, and for the database and its WAL to a host file) must not have root
+    chmod, fill or write what they name."""
+    directory = root_only_directory(tmp_path / "directory")
+    victim = tmp_path / "file"
+    victim.write_text("root's file\n")
+    os.chmod(victim, 0o644)
+    planted = instance.attacker.invoke(instance.attacker.put(LINK_STORE, annotations=CANARY),
+                                       directory=str(directory), file=str(victim))
+    assert planted["response"]["success"], planted
+    instance.gateway.stop()
+    instance.gateway.restart()
+    instance.attacker.invoke(instance.attacker.put(HELLO, annotations=CANARY))  # the store is made ready again
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o755 and directory.stat().st_uid == 0
+    assert sorted(os.listdir(directory)) == ["000000000003.seg", "other.txt", "stale.tmp"]
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644 and victim.read_text() == "root's file\n"
