@@ -69,6 +69,8 @@ def test_feed_refusals_use_the_alarms_packages_messages(http, gateway):
          "maxTriggers is not allowed when the stopDate parameter is specified"),
         ({"cron": "* * * * *", "startDate": "2001-01-01T00:00:00Z"},
          "startDate parameter '2001-01-01T00:00:00Z' must be in the future"),
+        ({"cron": "0 0 31 2 *"}, "the alarm never fires: no date matches cron pattern '0 0 31 2 *' before the year 10000"),
+        ({"cron": "* * * * *", "startDate": 10**17}, "startDate parameter '100000000000000000' must be before the year 10000"),
     ]
     for params, message in cases:
         answer = _feed(http, gateway.url, "alarm", "CREATE", gateway.auth, trigger, **params)
@@ -84,6 +86,33 @@ def test_feed_refusals_use_the_alarms_packages_messages(http, gateway):
     assert "could not find trigger" in unknown.json()["response"]["result"]["error"]
     assert _feed(http, gateway.url, "alarm", "PAUSE", gateway.auth, trigger).json()["response"]["result"] == {
         "error": "unsupported lifecycleEvent"}
+
+
+def test_an_alarm_due_centuries_from_now_stops_no_other(http, gateway):
+    """One tenant's alarm far in the future must not stop the scheduler every tenant's alarms share."""
+    far = f"far-{uuid.uuid4().hex[:6]}"
+    _setup(http, gateway, far, f"a-{far}")
+    assert _feed(http, gateway.url, "once", "CREATE", gateway.auth, far, date="2999-01-01T00:00:00Z").ok
+    trigger, action = f"near-{uuid.uuid4().hex[:6]}", f"a-near-{uuid.uuid4().hex[:6]}"
+    _setup(http, gateway, trigger, action)
+    assert _feed(http, gateway.url, "alarm", "CREATE", gateway.auth, trigger, cron="* * * * * *").ok
+    wait_for(lambda: len(activations_of(http, gateway, trigger)) >= 2, timeout=10, what="2 fires of the near alarm")
+    assert http.delete(gateway.api(f"triggers/{trigger}")).ok and http.delete(gateway.api(f"triggers/{far}")).ok
+
+
+def test_a_stored_alarm_that_can_never_fire_does_not_stop_the_gateway_starting(gateway):
+    """As an older version stored one: the alarms start (the others scheduled), that one does not fire."""
+    from owx.gateway.feeds.alarms import ALARMS
+
+    key = f"guest/never-{uuid.uuid4().hex[:6]}"
+    gateway.service.entities.put("whisk.system", ALARMS, key, {
+        "namespace": "guest", "trigger": key.split("/")[1], "auth": gateway.auth, "kind": "cron", "cron": "0 0 31 2 *"},
+        None)
+    try:
+        gateway.service.reactive.alarms.start()
+        assert gateway.service.reactive.alarms.scheduler.get(key) is not None
+    finally:
+        gateway.service.reactive.alarms.forget("guest", key.split("/")[1])
 
 
 def test_once_fires_once_and_deletes_its_trigger_when_asked(http, gateway):

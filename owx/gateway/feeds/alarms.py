@@ -63,7 +63,12 @@ class AlarmFeed:
         """Install the package, then schedule every stored alarm."""
         self._install()
         for entity in self.entities.list(SYSTEM_NAMESPACE, ALARMS):
-            self.scheduler.put(Alarm.model_validate(entity.doc))
+            try:
+                alarm = Alarm.model_validate(entity.doc)
+            except ValueError as exc:  # a tenant's alarm an older version stored must not stop the gateway
+                log.warning("alarm %s is not scheduled: %s", entity.name, exc)
+                continue
+            self.scheduler.put(alarm)
 
     def close(self) -> None:
         self.scheduler.close()

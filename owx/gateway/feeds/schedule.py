@@ -5,7 +5,8 @@ it fires next.
 reads them, so ``* * * * * *`` fires every second), ``timezone``, ``startDate``, ``stopDate`` and
 ``maxTriggers``; ``once`` takes ``date`` and ``deleteAfterFire`` (false, true, rules); ``interval``
 takes ``minutes`` and ``startDate`` (default: 30 s from now), ``stopDate``. Each takes
-``trigger_payload``. Dates are epoch milliseconds or ISO 8601 text.
+``trigger_payload``. Dates are epoch milliseconds or ISO 8601 text, before the year 10000. An alarm
+that can never fire (a cron of February 30th, a start past the last date) is refused when asked for.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from pydantic import BaseModel, Field
 
 AlarmKind = Literal["cron", "once", "interval"]
 INTERVAL_DEFAULT_DELAY_MS = 30_000
+LAST_DATE_MS = int(datetime(9999, 12, 31, tzinfo=timezone.utc).timestamp() * 1000)  # what a date may name
 
 
 class FeedError(ValueError):
@@ -67,8 +69,13 @@ class Alarm(BaseModel):
         else:
             assert self.cron is not None
             zone = ZoneInfo(self.timezone) if self.timezone else timezone.utc
-            due = croniter(self.cron, datetime.fromtimestamp(base, zone),
-                           second_at_beginning=_has_seconds(self.cron)).get_next(float)
+            try:
+                due = croniter(self.cron, datetime.fromtimestamp(base, zone),
+                               second_at_beginning=_has_seconds(self.cron)).get_next(float)
+            except (CroniterError, ValueError, OverflowError, OSError):
+                return None  # no such date (February 30th), or none before the year 10000
+        if due * 1000 > LAST_DATE_MS:
+            return None
         return due if self.stop_ms is None or due * 1000 <= self.stop_ms else None
 
     def describe(self) -> dict[str, Any]:
@@ -113,9 +120,16 @@ def alarm_from(params: dict[str, Any], namespace: str, trigger: str, auth: str, 
         if fields.get("start_ms") is not None and fields["stop_ms"] <= fields["start_ms"]:
             raise FeedError(f"stopDate parameter '{params['stopDate']}' must be greater than the startDate "
                             f"parameter '{params.get('startDate') or _iso(fields['start_ms'])}'")
-    alarm = Alarm(**fields)
-    if alarm.stop_ms is not None and alarm.next_fire(now_ms / 1000) is None:
-        raise FeedError("the first scheduled trigger fire is not until after the stop date")
+    return _firing(Alarm(**fields), now_ms)
+
+
+def _firing(alarm: Alarm, now_ms: int) -> Alarm:
+    """``alarm`` if it fires at least once; :class:`FeedError` if it never will."""
+    if alarm.next_fire(now_ms / 1000) is None:
+        if alarm.stop_ms is not None:
+            raise FeedError("the first scheduled trigger fire is not until after the stop date")
+        matching = f"no date matches cron pattern '{alarm.cron}'" if alarm.kind == "cron" else "no fire falls"
+        raise FeedError(f"the alarm never fires: {matching} before the year 10000")
     return alarm
 
 
@@ -141,7 +155,8 @@ def updated(alarm: Alarm, params: dict[str, Any], now_ms: int) -> Alarm:
                 changes[field] = _future_date(params[name], name, now_ms)
     if not changes:
         raise FeedError("no updatable parameters were specified")
-    return alarm.model_copy(update={**changes, "changed_ms": now_ms, "fired": 0, "active": True, "reason": None})
+    return _firing(alarm.model_copy(update={**changes, "changed_ms": now_ms, "fired": 0, "active": True,
+                                            "reason": None}), now_ms)
 
 
 def payload_of(given: Any) -> dict[str, Any]:
@@ -210,6 +225,8 @@ def _future_date(value: Any, name: str, now_ms: int) -> int:
         raise FeedError(f"{name} parameter '{value}' is not a valid Date")
     if when <= now_ms:
         raise FeedError(f"{name} parameter '{value}' must be in the future")
+    if when > LAST_DATE_MS:
+        raise FeedError(f"{name} parameter '{value}' must be before the year 10000")
     return when
 
 

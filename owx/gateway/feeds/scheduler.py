@@ -19,6 +19,7 @@ from owx.gateway.feeds.schedule import Alarm
 
 log = logging.getLogger(__name__)
 FIRE_THREADS = 4
+MAX_WAIT_S = 3600.0  # the longest one wait for the next due alarm (a condition's wait takes no year-long timeout)
 OnDue = Callable[[Alarm], Alarm | None]
 
 
@@ -79,7 +80,7 @@ class AlarmScheduler:
         while True:
             with self._cond:
                 while not self._closed and (not self._heap or self._heap[0][0] > time.time()):
-                    self._cond.wait(self._heap[0][0] - time.time() if self._heap else None)
+                    self._cond.wait(min(self._heap[0][0] - time.time(), MAX_WAIT_S) if self._heap else None)
                 if self._closed:
                     return
                 due, _, key, generation = heapq.heappop(self._heap)
