@@ -25,6 +25,8 @@ def main(args):
     return {"action": args["inner"], "params": {"n": args["n"], "plan": args["plan"]}, "state": {"done": True}}
 '''
 SELF_NESTING = "def main(a):\n    return {'action': a['me'], 'params': {'me': a['me']}}\n"
+CALLS_BACK = ("def main(a):\n    if a.get('done'):\n        return {{'r': 1}}\n"
+              "    return {{'action': '/_/{sequence}', 'params': {{}}, 'state': {{'done': 1}}}}\n")
 
 
 def deploy(http, gateway, code, conductor=True, name=None):
@@ -123,3 +125,51 @@ def test_the_conductor_annotation_on_a_sequence_changes_nothing(gateway, http):
     assert http.put(gateway.api(f"actions/{name}"), json=body).status_code == 200
     record = invoke(http, gateway, name, n=1, plan=[])
     assert record["response"]["result"] == {"n": 3, "plan": []} and "conductor" not in notes(record)
+
+
+def test_a_sequence_and_a_conductor_that_call_each_other_share_one_budget(gateway, http):
+    """A conductor whose component is a sequence of that conductor: each nesting once started counts of
+    its own, so one invoke ran without end. One count holds however they nest: at most 2n + 1
+    conductor steps, n components and n atomic actions in all: the invoke ends at the limit."""
+    conductor, sequence = f"c-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
+    deploy(http, gateway, CALLS_BACK.format(sequence=sequence), name=conductor)
+    made = http.put(gateway.api(f"actions/{sequence}"), json={"exec": {"kind": "sequence",
+                                                                        "components": [f"/_/{conductor}"] * 3}})
+    assert made.status_code == 200, made.text
+    accepted = http.post(gateway.api(f"actions/{conductor}"))
+    record = gateway.wait_record(http, accepted.json()["activationId"], timeout=120)
+    assert record["response"]["result"] == {"error": "Too many actions in the composition."}
+    ran = http.get(gateway.api("activations"), params={"name": conductor, "count": "true"}).json()["activations"]
+    nested = http.get(gateway.api("activations"), params={"name": sequence, "count": "true"}).json()["activations"]
+    assert nested <= 50 and ran <= (2 * 50 + 1) + (50 + 1), (ran, nested)  # its steps, its compositions
+
+
+def test_sequences_nest_100_deep_and_no_deeper(gateway, http):
+    """A chain of one-component sequences (creation allows 500 nodes) ran until Python's recursion limit
+    broke it with a 500; a cycle a binding closes after creation did the same. Past 100 levels the
+    topmost ends with an application error, and a cycle with it too."""
+    leaf = deploy(http, gateway, "def main(a):\n    return {'leaf': True}\n", conductor=False)
+    chain = [leaf]
+    for _ in range(101):
+        chain.append(f"s-{uuid.uuid4().hex[:8]}")
+        made = http.put(gateway.api(f"actions/{chain[-1]}"),
+                        json={"exec": {"kind": "sequence", "components": [f"/_/{chain[-2]}"]}})
+        assert made.status_code == 200, made.text
+    assert invoke(http, gateway, chain[100])["response"]["result"] == {"leaf": True}
+    too_deep = invoke(http, gateway, chain[101])
+    assert too_deep["response"]["result"] == {"error": "Sequences and compositions may nest at most 100 levels deep."}
+    first, second, binding = (f"p-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    for package in (first, second):
+        assert http.put(gateway.api(f"packages/{package}"), json={}).ok
+    assert http.put(gateway.api(f"packages/{binding}"),
+                    json={"binding": {"namespace": gateway.namespace, "name": first}}).ok
+    deploy(http, gateway, "def main(a):\n    return a\n", conductor=False, name=f"{first}/s")
+    cycle = f"s-{uuid.uuid4().hex[:8]}"
+    assert http.put(gateway.api(f"actions/{cycle}"),
+                    json={"exec": {"kind": "sequence", "components": [f"/_/{binding}/s"]}}).ok
+    assert http.put(gateway.api(f"actions/{second}/s"),
+                    json={"exec": {"kind": "sequence", "components": [f"/_/{cycle}"]}}).ok
+    assert http.put(gateway.api(f"packages/{binding}"), params={"overwrite": "true"},
+                    json={"binding": {"namespace": gateway.namespace, "name": second}}).ok
+    closed = invoke(http, gateway, cycle)
+    assert closed["response"]["result"] == {"error": "Sequences and compositions may nest at most 100 levels deep."}

@@ -8,7 +8,8 @@ whole result without them). A name that does not parse, resolve or may not be in
 composition past its limit, go back to the conductor as ``{"error": ...}``, OpenWhisk's messages.
 
 As in OpenWhisk, a topmost composition runs at most ``MAX_COMPONENTS`` components and
-``2 * MAX_COMPONENTS + 1`` conductor steps, nested compositions' included; its record is a sequence's
+``2 * MAX_COMPONENTS + 1`` conductor steps, nested compositions' included (and those nested in its
+sequences, and theirs: one count holds however they nest); its record is a sequence's
 (kind ``sequence``, ``conductor: true``, the steps' ids as its logs, their durations summed).
 """
 

@@ -53,6 +53,8 @@ PARAMETERS_NOT_ALLOWED = "Request defines parameters that are not allowed (e.g.,
 DURABLE_WAIT_S = 60.0
 MAX_PLANS = 4096  # cached action revisions; the cache starts afresh beyond
 RECORD_BYTES = 1024  # a record's bytes besides its result and logs, about
+MAX_NESTING_DEPTH = 100  # sequences and compositions in one another, counted as they run (each level is a thread's frames)
+NESTED_TOO_DEEP = f"Sequences and compositions may nest at most {MAX_NESTING_DEPTH} levels deep."
 
 
 class Runner(Protocol):
@@ -142,10 +144,15 @@ class Running(NamedTuple):
 
 
 @dataclass
-class _AtomicCount:
-    """How many atomic actions a topmost sequence has run so far, its nested sequences' included."""
+class _Nesting:
+    """What a topmost sequence or composition has run so far, shared with everything nested in it, in
+    whatever order sequences and compositions nest (each starting a count of its own would let them
+    reset each other's without end): atomic actions its sequences ran, its compositions' steps, and
+    how deep the component running now is."""
 
     ran: int = 0
+    steps: Steps = field(default_factory=Steps)
+    depth: int = 0
 
 
 class _Ran(NamedTuple):
@@ -403,13 +410,26 @@ class Invoker:
         )
 
     # -- execution (worker threads) ---------------------------------------------------------------
-    def _run(self, activation: Activation) -> _Ran:
-        """The activation's outcome (with the status to answer when the platform could not run it)."""
+    def _run(self, activation: Activation, nesting: _Nesting | None = None) -> _Ran:
+        """The activation's outcome (with the status to answer when the platform could not run it);
+        ``nesting``: the topmost sequence's or composition's, when it is one of their components."""
         if activation.action.kind == "sequence":
-            return self._sequence(activation)
+            return self._sequence(activation, nesting or _Nesting())
         if activation.plan.conductor:
-            return self._composition(activation)
+            return self._composition(activation, nesting or _Nesting())
         return self._atomic(activation)
+
+    def _nested(self, component: Activation, nesting: _Nesting) -> _Ran:
+        """Run a sequence's or composition's component one level deeper; refused past
+        ``MAX_NESTING_DEPTH`` (a chain of sequences, or a cycle a binding closed after creation)."""
+        if nesting.depth >= MAX_NESTING_DEPTH:
+            now_ms = records.now_ms()
+            return _Ran(RunOutcome(APPLICATION_ERROR, {"error": NESTED_TOO_DEEP}, [], now_ms, now_ms))
+        nesting.depth += 1
+        try:
+            return self._run(component, nesting)
+        finally:
+            nesting.depth -= 1
 
     def _atomic(self, activation: Activation) -> _Ran:
         """One run of the action itself on its runner."""
@@ -421,7 +441,7 @@ class Invoker:
         except Exception as exc:  # noqa: BLE001 - the platform failed, not the action
             return _failed_inside(activation, exc, now_ms)
 
-    def _sequence(self, activation: Activation, count: _AtomicCount | None = None) -> _Ran:
+    def _sequence(self, activation: Activation, nesting: _Nesting) -> _Ran:
         """Run the components in order, each with the previous result; the sequence ends with the last
         one run, lists the components' activation ids as its logs, and lasts as long as they did
         together (OpenWhisk's).
@@ -429,16 +449,15 @@ class Invoker:
         As in OpenWhisk, a topmost sequence runs at most ``MAX_SEQUENCE_LENGTH`` atomic actions, its
         nested sequences' counted as they run: creation checks the nesting as it is then, but an inner
         sequence updated later could otherwise multiply an invoke into 50^depth activations."""
-        count = count or _AtomicCount()
         start_ms = records.now_ms()
         component_ids: list[str] = []
         duration, value, last, failure, memory = 0, activation.args, None, None, None
         for reference in activation.action.doc["exec"]["components"]:
-            if count.ran >= MAX_SEQUENCE_LENGTH:
+            if nesting.ran >= MAX_SEQUENCE_LENGTH:
                 failure = APPLICATION_ERROR, {"error": SEQUENCE_TOO_LONG}
                 break
             try:
-                last = self._component(activation, reference, value, count)
+                last = self._component(activation, reference, value, nesting)
             except ApiError as exc:  # deleted or no longer shared since the sequence was resolved
                 failure = APPLICATION_ERROR, records.component_error(exc)
                 break
@@ -465,29 +484,26 @@ class Invoker:
                                                                       topmost=activation.cause is None))
         return _Ran(outcome, duration_ms=duration)
 
-    def _component(self, sequence: Activation, reference: str, value: Any, count: _AtomicCount) -> dict[str, Any]:
+    def _component(self, sequence: Activation, reference: str, value: Any, nesting: _Nesting) -> dict[str, Any]:
         """Run one component of ``sequence`` with ``value`` and store its record (on this thread: no slot,
         no admission); the record. Raises ApiError when the component cannot be invoked any more."""
         caller = sequence.identity.namespace
         component = self.catalog.resolve(parse_fqn(reference, caller), caller)
-        if component.kind == "sequence":
-            return self._child(sequence, component, value, lambda child: self._sequence(child, count))
-        count.ran += 1
-        return self._child(sequence, component, value, self._run)
+        if component.kind != "sequence":
+            nesting.ran += 1
+        return self._child(sequence, component, value, lambda child: self._nested(child, nesting))
 
-    def _composition(self, activation: Activation, steps: Steps | None = None) -> _Ran:
-        """Run a conductor action's composition (:mod:`.compositions`); nested ones share ``steps``."""
-        steps = steps or Steps()
+    def _composition(self, activation: Activation, nesting: _Nesting) -> _Ran:
+        """Run a conductor action's composition (:mod:`.compositions`); what it nests shares ``nesting``."""
         caller = activation.identity.namespace
         start_ms = records.now_ms()
 
         def component(resolved: ResolvedAction, params: dict[str, Any]) -> dict[str, Any]:
-            if self.plan(resolved).conductor:
-                return self._child(activation, resolved, params, lambda child: self._composition(child, steps))
-            steps.components += 1
-            return self._child(activation, resolved, params, self._run)
+            if not self.plan(resolved).conductor:
+                nesting.steps.components += 1
+            return self._child(activation, resolved, params, lambda child: self._nested(child, nesting))
 
-        ended = compose(activation.args, caller, steps,
+        ended = compose(activation.args, caller, nesting.steps,
                         lambda params: self._child(activation, activation.action, params, self._atomic),
                         component, lambda path: self.catalog.resolve(path, caller), activation.action.limits["memory"])
         annotations = [*records.sequence_annotations(activation.action.limits, ended.memory_mb,
