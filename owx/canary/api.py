@@ -20,17 +20,18 @@ from flask import Blueprint, Flask, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from owx.canary.core import CanaryCore
-from owx.canary.options import ANNOTATION, BadAnnotation, parse_options
+from owx.canary.options import ANNOTATION, BadAnnotation, options_of, parse_options
 from owx.canary.tables import PLATFORM_NS, TABLES
 from owx.gateway.api.request_args import caller, gateway, model, namespace, paging
 from owx.gateway.errors import ApiError, bad_request, not_found
-from owx.gateway.names import parse_relative
 from owx.gateway.ids import new_id
+from owx.gateway.names import parse_relative
 
 blueprint = Blueprint("canary", __name__, url_prefix="/api/v1/namespaces/<ns>/canary")
 MAX_JOB_FUNCTIONS = 1000
 NOT_STATEFUL = "Action '{action}' is not stateful: give it a 'canary' annotation to submit jobs of it."
 NEVER_FITS = "A job of {count} functions of {memory} MB can never fit the platform's memory."
+COPIES_NEVER_FIT = "{copies} copies of {memory} MB (request-replication) can never run at once in the platform's memory."
 SEQUENCE_STATEFUL = "A sequence cannot be stateful: annotate its component actions with 'canary' instead."
 
 
@@ -43,7 +44,9 @@ class JobBody(BaseModel):
 
 
 def core() -> CanaryCore:
-    from owx.canary.extension import CanaryExtension  # the extension imports this module
+    from owx.canary.extension import (
+        CanaryExtension,  # the extension imports this module
+    )
 
     extension = gateway().extensions["canary"]
     assert isinstance(extension, CanaryExtension) and extension.core is not None
@@ -118,6 +121,14 @@ def check_action(doc: dict[str, Any]) -> None:
                 parse_options(item["value"])
             except BadAnnotation as exc:
                 raise bad_request(str(exc)) from None
+
+
+def check_copies_fit(canary: CanaryCore, doc: dict[str, Any]) -> None:
+    """An action whose request-replication copies could never run at once here is a 400: admitted, its
+    copies would be held past the nodes' memory, at every other tenant's cost."""
+    options = options_of(doc)
+    if options is not None and not canary.copies_fit(doc):
+        raise bad_request(COPIES_NEVER_FIT.format(copies=options.copies, memory=doc["limits"]["memory"]))
 
 
 def register(app: Flask) -> None:

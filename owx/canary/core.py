@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import wait
+from typing import Any
 
 from owx.canary.checkpoint import WARNING_PREFIX
 from owx.canary.checkpoint_view import CheckpointView
@@ -111,9 +112,14 @@ class CanaryCore:
 
     def fits_ever(self, resolved: ResolvedAction, count: int) -> bool:
         """Whether ``count`` functions of ``resolved`` fit the live nodes when nothing else runs."""
-        options = options_of(resolved.doc)
+        return self.copies_fit(resolved.doc, count)
+
+    def copies_fit(self, doc: dict[str, Any], count: int = 1) -> bool:
+        """Whether ``count`` functions of the action ``doc`` (each with its request-replication copies)
+        fit the live nodes when nothing else runs."""
+        options = options_of(doc)
         copies = options.copies if options and options.fault_tolerance == "request-replication" else 1
-        memory = resolved.limits["memory"] * MB
+        memory = doc["limits"]["memory"] * MB
         per_node = [node.budget_bytes // memory for node in self.platform.nodes() if node.alive]
         return sum(per_node) >= count * copies
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from owx.canary import api
@@ -30,6 +31,7 @@ class CanaryExtension:
         gateway.invoker.route(self.core.accepts, self.core, self.core.gate)
         gateway.blueprints.append(api.register)
         gateway.catalog.action_checks.append(api.check_action)
+        gateway.catalog.action_checks.append(partial(api.check_copies_fit, self.core))
 
     def collect(self):
         """Canary's metrics on the gateway's ``/metrics``: recoveries, commits, discarded duplicates."""

@@ -120,3 +120,25 @@ def test_bad_jobs_are_refused(gw, http):
     assert http.post(gw.api("canary/jobs"), json={"action": stateful, "params": []}).status_code == 400
     assert http.post(gw.api("canary/jobs"), json={"action": stateful}).status_code == 400
     assert http.post(gw.api("canary/jobs"), json={"action": "missing", "params": [{}]}).status_code == 404
+
+
+def test_request_replication_copies_that_could_never_run_at_once_are_a_400():
+    """Each copy holds its memory at once: copies that no node set could hold together were held past
+    the nodes' budget (8 x 512 MB on a 2 GB node), at every other tenant's cost. Refused when stored."""
+    gw = start_canary_gateway(nodes=1, user_memory_mb=1024)
+    try:
+        http = gw.session()
+
+        def put(copies: int):
+            body = {"exec": {"kind": "python:3", "code": "def main(a):\n    return a\n"}, "limits": {"memory": 512},
+                    "annotations": [{"key": "canary", "value": {"fault_tolerance": "request-replication",
+                                                                "copies": copies}}]}
+            return http.put(gw.api(f"actions/rr-{uuid.uuid4().hex[:6]}"), json=body)
+
+        assert put(2).status_code == 200
+        refused = put(3)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == ("3 copies of 512 MB (request-replication) can never run at once in the "
+                                           "platform's memory.")
+    finally:
+        gw.stop()
