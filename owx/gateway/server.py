@@ -28,7 +28,7 @@ from owx.gateway.admin.users import Users
 from owx.gateway.api.invoke import InvokeEndpoint
 from owx.gateway.app import MAX_ENTITY_BYTES, create_app
 from owx.gateway.http.messages import Request, Response
-from owx.gateway.http.protocol import Handler, HttpConnection, Limits
+from owx.gateway.http.protocol import Connections, Handler, HttpConnection, Limits
 from owx.gateway.http.wsgi import WsgiBridge
 from owx.gateway.service import Gateway
 from owx.gateway.tls import TlsFiles
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 LISTENER_GRACE_S = 2.0
 START_TIMEOUT_S = 30.0
 BACKLOG = 2048
+LIMITS = Limits(max_body_bytes=MAX_ENTITY_BYTES)  # what every connection of the gateway may hold
 
 
 class GatewayServer:
@@ -61,7 +62,7 @@ class GatewayServer:
         self._https = _bind(host, tls_port) if tls is not None else None
         self._admin_socket = bind_admin_socket(gateway.settings.data_dir)
         self._servers: list[asyncio.base_events.Server] = []
-        self._connections: set[HttpConnection] = set()
+        self._connections = Connections(LIMITS)
         self._stopped = threading.Event()
         self._closed = False
         if gateway.invoker.api_host is None:
@@ -122,7 +123,7 @@ class GatewayServer:
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
-        limits = Limits(max_body_bytes=MAX_ENTITY_BYTES)
+        limits = LIMITS
         api, admin = self._handler(), self.admin
         context = _tls_context(self._tls) if self._tls is not None else None
         listeners: list[tuple[socket.socket, Handler, ssl.SSLContext | None]] = [(self._http, api, None)]
@@ -147,13 +148,13 @@ class GatewayServer:
     async def _drain(self) -> None:
         for server in self._servers:
             server.close()
-        for connection in list(self._connections):
+        for connection in list(self._connections.open):
             connection.shutdown()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + LISTENER_GRACE_S
-        while self._connections and loop.time() < deadline:
+        while self._connections.open and loop.time() < deadline:
             await asyncio.sleep(0.02)
-        for connection in list(self._connections):
+        for connection in list(self._connections.open):
             connection.abort()
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from owx.common.eventloop import EventLoopThread
 from owx.gateway.http.messages import Request, Response, json_response
-from owx.gateway.http.protocol import HttpConnection, Limits
+from owx.gateway.http.protocol import Connections, HttpConnection, Limits
 
 LIMITS = Limits(max_head_bytes=4096, max_body_bytes=1000, idle_timeout_s=1.0)
 
@@ -36,19 +36,29 @@ async def _handler(request: Request) -> Response:
                           "body": request.body.decode(), "auth": request.header(b"authorization")})
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, int]]:
+def _serve(limits: Limits) -> Iterator[tuple[str, int]]:
     loop = EventLoopThread("test-http-loop")
-    connections: set[HttpConnection] = set()
+    connections = Connections(limits)
 
     async def start() -> asyncio.base_events.Server:
         return await asyncio.get_running_loop().create_server(
-            lambda: HttpConnection(_handler, LIMITS, "http", connections), "127.0.0.1", 0)
+            lambda: HttpConnection(_handler, limits, "http", connections), "127.0.0.1", 0)
 
     listener = loop.submit(start()).result(10)
     yield listener.sockets[0].getsockname()[:2]
     loop.call(listener.close)
     loop.close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, int]]:
+    yield from _serve(LIMITS)
+
+
+@pytest.fixture()
+def tight_server() -> Iterator[tuple[str, int]]:
+    """A server whose connections together may be 4 and hold 2,500 bytes of bodies."""
+    yield from _serve(Limits(max_body_bytes=1000, idle_timeout_s=10.0, max_connections=4, max_held_body_bytes=2500))
 
 
 def _connect(server: tuple[str, int]) -> socket.socket:
@@ -83,6 +93,14 @@ def _closed(sock: socket.socket, within_s: float = 5.0) -> bool:
         return sock.recv(1) == b""
     except ConnectionResetError:
         return True
+
+
+def _closed_now(sock: socket.socket) -> bool:
+    """Whether ``sock`` was closed by the server (an open one has nothing to read in 0.3 s)."""
+    try:
+        return _closed(sock, 0.3)
+    except TimeoutError:
+        return False
 
 
 def _post(path: str, body: bytes = b"{}", extra: str = "") -> bytes:
@@ -244,3 +262,64 @@ def test_a_client_that_reads_a_large_answer_late_is_served_on(server) -> None:
             chunk = sock.recv(65536)
             assert chunk, "the connection closed instead of answering"
             answer += chunk
+
+
+def test_a_trailer_field_never_reaches_the_request_head(server) -> None:
+    """RFC 9110 6.5.1: a proxy checks the head; an Authorization sent in a chunked body's trailer
+    would pass it, were the trailer merged."""
+    with _connect(server) as sock:
+        sock.sendall(b"POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"2\r\n{}\r\n0\r\nAuthorization: Basic c21nOmds\r\n\r\n")
+        [(status, _, body)] = _read_answers(sock, 1)
+    assert status == 200 and json.loads(body)["auth"] is None
+
+
+def test_thousands_of_pipelined_requests_in_one_write_are_all_answered_in_order(server) -> None:
+    """A write of many small requests is parsed a slice at a time while requests queue (the rest waits
+    unparsed): every one is still answered, in order."""
+    count = 3000
+    with _connect(server) as sock:
+        sock.sendall(b"".join(b"GET /n/%d HTTP/1.1\r\nHost: x\r\n\r\n" % n for n in range(count)))
+        answers = _read_answers(sock, count)
+    assert [json.loads(body)["path"] for _, _, body in answers] == [f"/n/{n}" for n in range(count)]
+
+
+def test_past_the_connection_limit_a_new_connection_closes_the_one_idle_longest(tight_server) -> None:
+    """Idle connections (a slowloris's) cannot keep another client out: at the limit the longest idle
+    one makes room; when none is idle, the new connection is the one closed."""
+    idle = [_connect(tight_server) for _ in range(4)]
+    time.sleep(0.2)
+    with _connect(tight_server) as newcomer:
+        newcomer.sendall(_post("/served"))
+        [(status, _, _)] = _read_answers(newcomer, 1)
+        assert status == 200
+    assert sum(_closed_now(sock) for sock in idle) == 1  # they went idle in the same loop turn: any one of them
+    busy = [_connect(tight_server) for _ in range(4)]
+    for sock in busy:
+        sock.sendall(_post("/slow/1500"))
+    time.sleep(0.3)
+    with _connect(tight_server) as refused:
+        assert _closed(refused, 1.0)
+    assert [_read_answers(sock, 1)[0][0] for sock in busy] == [200] * 4
+    for sock in idle + busy:
+        sock.close()
+
+
+def test_past_the_bodies_the_connections_may_hold_together_a_body_gets_503(tight_server) -> None:
+    """Bodies a client sends all but the last byte of are held until answered: together they are
+    bounded, and what a closed connection held is free again."""
+    holders = [_connect(tight_server) for _ in range(2)]
+    for sock in holders:
+        sock.sendall(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"a" * 999)
+    time.sleep(0.3)
+    with _connect(tight_server) as third:
+        third.sendall(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"a" * 999)
+        [(status, _, body)] = _read_answers(third, 1)
+        assert status == 503 and "request bodies" in json.loads(body)["error"]
+    for sock in holders:
+        sock.close()
+    time.sleep(0.3)
+    with _connect(tight_server) as later:
+        later.sendall(_post("/p", b"a" * 999))
+        [(status, _, _)] = _read_answers(later, 1)
+        assert status == 200

@@ -149,7 +149,7 @@ def _serve(kind: str, port: int) -> None:
 def _serve_owx_forward(port: int) -> None:
     """owx's forward on ``port`` until SIGTERM, its runtime (the bench action) a child on a Unix socket."""
     from owx.common.eventloop import EventLoopThread
-    from owx.gateway.http.protocol import HttpConnection, Limits
+    from owx.gateway.http.protocol import Connections, HttpConnection, Limits
     from owx.gateway.settings import GatewaySettings
     from owx.platform.embedded.proxy import ProxyClient
 
@@ -170,9 +170,12 @@ def _serve_owx_forward(port: int) -> None:
                 answer = await client.run_async(orjson.dumps(run_payload(value)), 60)
                 return json_response(answer.body, answer.status)
 
+            limits = Limits()
+            connections = Connections(limits)
+
             async def listen() -> None:
                 await asyncio.get_running_loop().create_server(
-                    lambda: HttpConnection(forward, Limits(), "http", set()), "127.0.0.1", port)
+                    lambda: HttpConnection(forward, limits, "http", connections), "127.0.0.1", port)
 
             loop = EventLoopThread("owx-loop", GatewaySettings().busy_poll_us / 1e6)
             loop.submit(listen()).result()

@@ -7,7 +7,7 @@ import asyncio
 
 import uvloop
 
-from owx.gateway.http.protocol import Handler, HttpConnection, Limits
+from owx.gateway.http.protocol import Connections, Handler, HttpConnection, Limits
 
 
 def serve_forever(handler: Handler, host: str, port: int) -> None:
@@ -15,9 +15,10 @@ def serve_forever(handler: Handler, host: str, port: int) -> None:
     the benchmarks' anchors; the gateway runs its listeners on its event loop, :mod:`owx.gateway.server`)."""
 
     async def serve() -> None:
-        connections: set[HttpConnection] = set()
+        limits = Limits()
+        connections = Connections(limits)
         server = await asyncio.get_running_loop().create_server(
-            lambda: HttpConnection(handler, Limits(), "http", connections), host, port)
+            lambda: HttpConnection(handler, limits, "http", connections), host, port)
         await server.serve_forever()
 
     uvloop.run(serve())

@@ -17,6 +17,14 @@ What a connection guarantees, whatever the client sends:
 - a connection that has no complete request in ``idle_timeout_s`` is closed, however slowly its
   bytes trickle in, and so is one whose client stops reading its answers: slow clients hold
   nothing for long;
+- the connections of a server together hold at most ``Limits.max_connections`` descriptors (past
+  it a new one closes the one idle the longest, or is closed itself when none is idle) and
+  ``Limits.max_held_body_bytes`` of request bodies not yet answered (a body past it gets a 503):
+  no client, with a key or without, takes the descriptors or the memory every tenant needs;
+- a read is parsed a slice at a time, and the rest waits while ``MAX_QUEUED`` requests do: a
+  client that pipelines thousands of requests in one write makes the loop build eight, not all;
+- trailer fields of a chunked body are dropped, never merged into the head (RFC 9110 6.5.1: an
+  ``Authorization`` sent there would pass a proxy that checks the head);
 - ``Expect: 100-continue`` is answered, ``HEAD`` gets no body, ``Connection: close`` and HTTP/1.0
   close after the answer (unless an HTTP/1.0 client asks to keep it: ``ab -k``), an ``Upgrade`` is
   served as plain HTTP/1.1 and then closed.
@@ -29,10 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from functools import lru_cache
 from http import HTTPStatus
@@ -47,7 +56,9 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response | None]]  # None: it answered through Request.answer
 MAX_QUEUED = 8  # pipelined requests read ahead of the one being handled
+PARSE_SLICE = 4096  # bytes parsed at a time once a read is larger (MAX_QUEUED is looked at between slices)
 HEAD_TOO_BIG = "The request's head is larger than allowed: more than {allowed} bytes."
+BODIES_HELD = "The gateway holds as many request bodies as it may: try again shortly."
 MALFORMED_HTTP = "The request is not valid HTTP/1.1: {detail}"
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -64,6 +75,34 @@ class Limits:
     max_head_bytes: int = 64 * 1024
     max_body_bytes: int = 48 * 1024 * 1024
     idle_timeout_s: float = 75.0  # nginx's keep-alive default, which OpenWhisk's edge uses
+    max_connections: int = field(default_factory=lambda: resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
+    max_held_body_bytes: int = 256 * 1024 * 1024  # of all of a server's connections together
+
+
+class Connections:
+    """The open connections of one server, and the request bodies they hold together."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.open: set[HttpConnection] = set()
+        self._limits = limits
+        self.held_body_bytes = 0
+
+    def admit(self, connection: HttpConnection) -> bool:
+        """Count ``connection`` in; at the limit, the one idle the longest is closed for it (False: none is)."""
+        if len(self.open) >= self._limits.max_connections:
+            idle = [c for c in self.open if c.idle_since is not None and not c.closing]
+            if not idle:
+                return False
+            min(idle, key=lambda c: c.idle_since).abort()
+        self.open.add(connection)
+        return True
+
+    def hold(self, size: int) -> bool:
+        """Count ``size`` more bytes of bodies in; False (nothing counted) past the limit."""
+        if self.held_body_bytes + size > self._limits.max_held_body_bytes:
+            return False
+        self.held_body_bytes += size
+        return True
 
 
 class _Clock:
@@ -88,7 +127,7 @@ def _status_line(status: int) -> bytes:
 class HttpConnection(asyncio.Protocol):
     """Serves requests on one connection with ``handler`` (see the module docstring)."""
 
-    def __init__(self, handler: Handler, limits: Limits, scheme: str, connections: set[HttpConnection]) -> None:
+    def __init__(self, handler: Handler, limits: Limits, scheme: str, connections: Connections) -> None:
         self._handler = handler
         self._limits = limits
         self._scheme = scheme
@@ -103,23 +142,35 @@ class HttpConnection(asyncio.Protocol):
         self._busy = False
         self._closing = False  # answer what is in hand, then close
         self._write_paused = False  # the client does not read: handle nothing more until it does
-        self._idle: asyncio.TimerHandle | None = None  # looks at _idle_since when it fires
-        self._idle_since: float | None = None  # loop time since which no request is handled (None: one is)
+        self._idle: asyncio.TimerHandle | None = None  # looks at idle_since when it fires
+        self.idle_since: float | None = None  # loop time since which no request is handled (None: one is)
+        self._held = 0  # bytes of bodies read and not yet answered, counted in the connections'
+        self._unparsed = b""  # read, not yet parsed: it waits while MAX_QUEUED requests do
         self._reset_message()
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     # -- asyncio.Protocol --------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
-        self._connections.add(self)
+        if not self._connections.admit(self):
+            self._closing = True
+            transport.abort()  # type: ignore[attr-defined]
+            return
         peer, sock = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
         self._client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
         self._server = (str(sock[0]), int(sock[1])) if isinstance(sock, tuple) else ("localhost", 0)
         self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._connections.discard(self)
+        self._connections.open.discard(self)
+        self._connections.held_body_bytes -= self._held
+        self._held = 0
         self._closing = True
         self._queue.clear()
+        self._unparsed = b""
         if self._idle is not None:
             self._idle.cancel()
 
@@ -128,8 +179,30 @@ class HttpConnection(asyncio.Protocol):
             self._poll.arrived()
         if self._closing:
             return
+        if self._unparsed:
+            self._unparsed += data  # a read under way when reading paused
+            return
+        self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        """Feed ``data`` to the parser, a slice at a time once it is larger than one; what is left
+        when MAX_QUEUED requests wait stays unparsed, and reading pauses until they are taken."""
+        start, size = 0, len(data)
+        while start < size:
+            if len(self._queue) >= MAX_QUEUED:
+                self._unparsed = data[start:]
+                if self._transport is not None:
+                    self._transport.pause_reading()
+                return
+            piece = data if size <= PARSE_SLICE else data[start:start + PARSE_SLICE]
+            start += len(piece)
+            if not self._feed(piece):
+                return
+
+    def _feed(self, piece: bytes) -> bool:
+        """Parse ``piece``; False when the connection is done reading (refused, or another protocol)."""
         try:
-            self._parser.feed_data(data)
+            self._parser.feed_data(piece)
         except httptools.HttpParserUpgrade:
             self._closing_after_queue()  # what follows is another protocol: answer what was read, then close
         except httptools.HttpParserCallbackError as exc:
@@ -138,6 +211,16 @@ class HttpConnection(asyncio.Protocol):
                 self._refuse(500, INTERNAL)
         except httptools.HttpParserError as exc:
             self._refuse(400, MALFORMED_HTTP.format(detail=exc))
+        return not self._closing
+
+    def _parse_unparsed(self) -> None:
+        """Parse what waited for the queue (reading resumes after it, unless the queue fills again)."""
+        data, self._unparsed = self._unparsed, b""
+        if data and not self._closing:
+            self._parse(data)
+        if not (self._unparsed or self._closing or self._write_paused) and self._transport is not None \
+                and len(self._queue) < MAX_QUEUED:
+            self._transport.resume_reading()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -145,7 +228,7 @@ class HttpConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         if self._transport is not None and len(self._queue) < MAX_QUEUED:
-            self._transport.resume_reading()  # paused while the client did not read (see _next)
+            self._resume_reading()  # paused while the client did not read (see _next)
         if not self._busy:
             self._next()
 
@@ -157,6 +240,7 @@ class HttpConnection(asyncio.Protocol):
         self._length: bytes | None = None  # Content-Length, as sent
         self._expects = False  # Expect: 100-continue
         self._authorization: bytes | None = None  # the first Authorization header
+        self._in_head = True  # False once the head is complete: later fields are a chunked body's trailer
         self._body: list[bytes] = []
         self._body_bytes = 0
 
@@ -170,6 +254,8 @@ class HttpConnection(asyncio.Protocol):
             self._head_too_big()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._in_head:
+            return  # a trailer field: dropped (RFC 9110 6.5.1)
         self._headers.append((name, value))
         if len(name) in _NOTED_LENGTHS:
             lowered = name.lower()
@@ -188,6 +274,7 @@ class HttpConnection(asyncio.Protocol):
         raise httptools.HttpParserCallbackError("head too big")
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
         length = self._length
         if length is not None and length.strip().isdigit() and int(length) > self._limits.max_body_bytes:
             self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size=int(length),
@@ -202,6 +289,10 @@ class HttpConnection(asyncio.Protocol):
             self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size="more",
                                                    allowed=self._limits.max_body_bytes))
             raise httptools.HttpParserCallbackError("body too big")
+        if not self._connections.hold(len(body)):
+            self._refuse(503, BODIES_HELD)
+            raise httptools.HttpParserCallbackError("bodies held")
+        self._held += len(body)
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -245,12 +336,20 @@ class HttpConnection(asyncio.Protocol):
             else:
                 self._arm_idle()
             return
-        self._idle_since = None
+        self.idle_since = None
         request, keep_alive = self._queue.popleft()
         self._busy = True
         if self._transport is not None and len(self._queue) < MAX_QUEUED:
-            self._transport.resume_reading()
+            self._resume_reading()
         self._loop.create_task(self._serve(request, keep_alive))
+
+    def _resume_reading(self) -> None:
+        """Read again, after what was read and left unparsed is parsed (on the next loop turn: this
+        may be called while the parser is at work)."""
+        if self._unparsed:
+            self._loop.call_soon(self._parse_unparsed)
+        elif self._transport is not None:
+            self._transport.resume_reading()
 
     async def _serve(self, request: Request, keep_alive: bool) -> None:
         poll = self._poll
@@ -285,6 +384,9 @@ class HttpConnection(asyncio.Protocol):
         """Send the answer to the request in hand, then take the next one."""
         if not keep_alive:
             self._closing = True
+        answered = min(len(request.body), self._held)  # its body is no longer held
+        self._held -= answered
+        self._connections.held_body_bytes -= answered
         try:
             self._write(response, request.method == "HEAD", request.http_version == "1.0")
         except ValueError:
@@ -334,16 +436,16 @@ class HttpConnection(asyncio.Protocol):
     def _arm_idle(self) -> None:
         """Idle from now, unless it was already: closed ``idle_timeout_s`` after (one timer for the
         connection's life, not one per request: it looks again when it fires)."""
-        if self._idle_since is None:
-            self._idle_since = self._loop.time()
+        if self.idle_since is None:
+            self.idle_since = self._loop.time()
         if self._idle is None:
             self._idle = self._loop.call_later(self._limits.idle_timeout_s, self._idle_check)
 
     def _idle_check(self) -> None:
         self._idle = None
-        if self._idle_since is None:
+        if self.idle_since is None:
             return  # handling a request: armed again once idle
-        left = self._idle_since + self._limits.idle_timeout_s - self._loop.time()
+        left = self.idle_since + self._limits.idle_timeout_s - self._loop.time()
         if left > 0:
             self._idle = self._loop.call_later(left, self._idle_check)
             return
