@@ -52,3 +52,15 @@ def test_a_megabyte_of_small_values_is_checked_without_walking_them(monkeypatch)
     monkeypatch.setattr(jsonvalues, "problem", walked)
     value = loads(b"[" + b"[]," * 350_000 + b"[]]")
     assert len(value) == 350_001
+
+
+def test_text_with_integers_past_64_bits_is_checked_without_walking_it(monkeypatch):
+    """Such integers go to Python's parser (orjson would change them); their text was walked after it,
+    a second of the loop for a megabyte of ``[]`` and one such integer. orjson checks it first."""
+    def walked(value):
+        raise AssertionError("the values were walked")
+
+    monkeypatch.setattr(jsonvalues, "problem", walked)
+    value = loads(b'{"a": [' + b"[]," * 350_000 + b'123456789012345678901234567890], "b": -12345678901234567890.5}')
+    assert value["a"][-1] == 123456789012345678901234567890 and len(value["a"]) == 350_001
+    assert value["b"] == -12345678901234567890.5
