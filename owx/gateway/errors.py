@@ -23,6 +23,8 @@ LIMIT_OUT_OF_RANGE = "The value '{value}' is not in the range of 0 to {max} for 
 SKIP_OUT_OF_RANGE = "The value '{value}' is not greater than or equal to 0 for {collection}."
 NOT_INTEGER = "The value '{value}' is not an integer for {collection}."
 DOCS_WITH_COUNT = "The parameter 'docs' is not permitted with 'count'."
+DOCS_TOO_LARGE = ("The activations asked for are larger than {mb} MB together with their results and logs: "
+                  "ask for fewer with 'limit', or list them without 'docs'.")
 BAD_EPOCH = "Parameter is not a valid value for epoch seconds: {value}"
 BAD_NAME_FILTER = "Parameter may be a 'simple' name or 'package-name/simple' name: {value}"
 SEQUENCE_TOO_LONG = "Too many actions in the sequence."

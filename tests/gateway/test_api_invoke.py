@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from functools import partial
@@ -286,6 +287,23 @@ def test_activation_listing_and_filters(gateway, http):
     assert http.get(gateway.api("activations"), params={"count": "true", "docs": "true"}).status_code == 400
     assert http.get(gateway.api("activations/not-an-id")).status_code == 400
     assert http.get(gateway.api(f"activations/{uuid.uuid4().hex}")).status_code == 404
+
+
+def test_a_page_of_full_records_is_read_one_at_a_time_within_its_bound(gateway, http, monkeypatch):
+    """``docs=true`` answers whole records, up to 11 MB each with their logs: 200 of them took gigabytes
+    of the gateway's memory at once. A page past the bound (here shrunk to about two records) is a 400
+    that says how to ask, and the listing without docs never reads logs or results."""
+    from owx.gateway.api import activations
+
+    name = deploy(http, gateway)
+    ids = [http.post(gateway.api(f"actions/{name}"), params={"blocking": "true"}, json={"n": i}).json()["activationId"]
+           for i in range(3)]
+    one = len(json.dumps(http.get(gateway.api(f"activations/{ids[0]}")).json()))
+    monkeypatch.setattr(activations, "LISTED_DOCS_MAX_BYTES", 2 * one + 100)
+    two = http.get(gateway.api("activations"), params={"name": name, "docs": "true", "limit": 2})
+    assert [r["activationId"] for r in two.json()] == ids[:0:-1] and two.json()[0]["response"]["result"]["n"] == 2
+    three = http.get(gateway.api("activations"), params={"name": name, "docs": "true", "limit": 3})
+    assert three.status_code == 400 and "ask for fewer with 'limit'" in three.json()["error"]
 
 
 def test_sequences_pipe_results(gateway, http):

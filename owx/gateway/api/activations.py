@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 
+from owx.common import jsonvalues
 from owx.gateway import errors
-from owx.gateway.api.request_args import LONG_RANGE, flag, gateway, integer, listing, malformed_query, namespace
+from owx.gateway.api.request_args import (LONG_RANGE, flag, gateway, integer, listing, malformed_query, namespace,
+                                          paging)
 from owx.gateway.errors import bad_request, not_found
 from owx.gateway.names import valid_name
 
 blueprint = Blueprint("activations", __name__, url_prefix="/api/v1/namespaces/<ns>/activations")
 _ACTIVATION_ID = re.compile(r"\A[0-9a-f]{32}\Z")
+LISTED_DOCS_MAX_BYTES = 64 * 1024 * 1024  # one docs=true page's records together
 
 
 def _name_filter() -> str | None:
@@ -43,8 +46,25 @@ def list_activations(ns: str):
     if docs and flag("count"):
         raise bad_request(errors.DOCS_WITH_COUNT)
     store = gateway().activations
+    if docs:
+        return _full_records(store.list(ns, name, since, upto, *paging("activations")), ns)
     return listing("activations", lambda: store.count(ns, name, since, upto),
-                   lambda skip, limit: store.list(ns, name, since, upto, skip, limit, docs))
+                   lambda skip, limit: store.list(ns, name, since, upto, skip, limit))
+
+
+def _full_records(summaries: list[dict], ns: str) -> Response:
+    """``docs=true``: the records of the page's ``summaries``, read and encoded one at a time, within
+    ``LISTED_DOCS_MAX_BYTES`` (a 400 past it): 200 records of 10 MB of logs each took gigabytes."""
+    store, parts, size = gateway().activations, [], 2
+    for item in summaries:
+        record = store.get(ns, item["activationId"])
+        if record is None:
+            continue
+        parts.append(jsonvalues.dumps(record))
+        size += len(parts[-1]) + 1
+        if size > LISTED_DOCS_MAX_BYTES:
+            raise bad_request(errors.DOCS_TOO_LARGE.format(mb=LISTED_DOCS_MAX_BYTES // (1024 * 1024)))
+    return Response(b"[" + b",".join(parts) + b"]", mimetype="application/json")
 
 
 def _record(ns: str, activation_id: str) -> dict:
