@@ -14,12 +14,13 @@ observation, a sizeable part of a warm invocation. The tallies become metric fam
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from owx.common.eventloop import BusyPoll
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from owx.gateway.service import Gateway
 
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+TEXT_MAX_AGE_S = 1.0  # a scraper asks every few seconds
 
 
 class _Counts:
@@ -103,6 +107,8 @@ class GatewayMetrics:
                 registry.register(extension)  # type: ignore[arg-type]
         gateway.invoker.record_observers.append(self.record)
         gateway.reactive.firer.observers.append(self.fired)
+        self._text, self._text_made = b"", float("-inf")
+        self._text_lock = threading.Lock()
 
     def record(self, record: dict[str, Any]) -> None:
         """Count one stored activation record (on every activation's path)."""
@@ -123,6 +129,14 @@ class GatewayMetrics:
 
     def request(self, method: str, route: str, code: int, seconds: float) -> None:
         self.requests.observe((method, route, str(code)), seconds)
+
+    def text(self) -> bytes:
+        """Every metric as Prometheus text, made at most once every ``TEXT_MAX_AGE_S`` (it runs to
+        hundreds of KB: a client asking in a loop made every tenant's requests wait behind it)."""
+        with self._text_lock:
+            if time.monotonic() - self._text_made >= TEXT_MAX_AGE_S:
+                self._text, self._text_made = generate_latest(self.registry), time.monotonic()
+            return self._text
 
 
 class _Tallied:

@@ -100,3 +100,15 @@ def test_escra_agent_serves_its_own_metrics(tmp_path):
             if process.poll() is None:
                 process.terminate()
                 process.wait(10)
+
+
+def test_the_metrics_text_is_made_at_most_once_a_second(gateway):
+    """Anyone may ask for it, without a key, and it runs to hundreds of KB: made for every request, a
+    client asking in a loop made every tenant's requests wait. Its content type is Prometheus' own."""
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    first = requests.get(f"{gateway.url}/metrics", timeout=10)
+    assert first.headers["Content-Type"] == CONTENT_TYPE_LATEST
+    assert requests.get(f"{gateway.url}/metrics", timeout=10).content == first.content  # the first GET not yet in it
+    time.sleep(1.1)
+    assert requests.get(f"{gateway.url}/metrics", timeout=10).content != first.content

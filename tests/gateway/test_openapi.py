@@ -70,3 +70,18 @@ def test_schemathesis_finds_no_server_error(gateway, tmp_path: Path, namespace, 
         capture_output=True, text=True, timeout=seconds * 3 + 60, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in done.stdout
+
+
+def test_the_document_is_made_once_not_on_every_request(gateway, monkeypatch):
+    """Anyone may ask for it, without a key: made on every request (35 ms each), a client asking in a
+    loop made every tenant's requests wait."""
+    from owx.gateway.api import openapi
+
+    first = requests.get(gateway.url + "/api/v1/api-docs")
+
+    def made_again():
+        raise AssertionError("the document was made again")
+
+    monkeypatch.setattr(openapi, "document", made_again)
+    again = requests.get(gateway.url + "/api/v1/api-docs")
+    assert again.status_code == 200 and again.content == first.content

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from flask import Blueprint, Response, g, request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from owx.gateway import errors
 from owx.gateway.api.request_args import gateway
@@ -21,7 +21,7 @@ def metrics():
     registry = gateway().metrics
     if registry is None:
         raise ApiError(503, errors.SYSTEM_UNAVAILABLE.format(detail="metrics are not set up"))
-    return Response(generate_latest(registry.registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(registry.text(), content_type=CONTENT_TYPE_LATEST)
 
 
 @blueprint.before_app_request

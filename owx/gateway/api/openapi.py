@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Response, current_app, jsonify
 from pydantic import BaseModel
 
 from owx.gateway.api import invoke
@@ -27,6 +27,7 @@ _EPOCH_MS = {"type": "integer", "minimum": 0, "maximum": LONG_RANGE[1]}
 _PAGING = {"limit": {"type": "integer", "minimum": 0, "maximum": LIST_MAX_LIMIT},
            "skip": {"type": "integer", "minimum": 0, "maximum": INT_RANGE[1]}, "count": _FLAG}
 INVOKE = "actions.invoke"
+_CACHE = "owx.openapi"  # the encoded document, in the app's extensions
 INVOKE_SUMMARY = ("Invoke an action: its activation id (202); with blocking=true its record, or its result "
                   "with result=true")
 #: The query parameters each endpoint reads, with their schemas.
@@ -133,4 +134,7 @@ def _model_schema(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, 
 @blueprint.get("/api/v1/api-docs")
 def api_docs():
     """The OpenAPI document of this API."""
-    return jsonify(document())
+    cached = current_app.extensions.get(_CACHE)
+    if cached is None:  # the routes are all registered before the first request: made once per app
+        cached = current_app.extensions[_CACHE] = jsonify(document()).get_data()
+    return Response(cached, mimetype="application/json")
