@@ -72,7 +72,7 @@ def test_a_wait_cancelled_as_its_slot_arrives_passes_the_slot_on() -> None:
 
 def test_no_namespace_ever_holds_more_than_its_share() -> None:
     async def scenario() -> None:
-        slots = RunSlots(total=3, per_key=2)
+        slots = RunSlots(total=6, per_key=3)
         running = {"a": 0, "b": 0}
         most = {"a": 0, "b": 0}
 
@@ -85,7 +85,29 @@ def test_no_namespace_ever_holds_more_than_its_share() -> None:
             slots.give_back(key)
 
         await asyncio.gather(*(job(key) for _ in range(20) for key in ("a", "a", "b")))
-        assert most["a"] == 2 and most["b"] <= 2  # a had work for all three slots
+        assert most["a"] == 3 and most["b"] <= 3  # a had work for every slot: per_key bounds it
+        assert slots.load() == (0, 0)
+
+    asyncio.run(scenario())
+
+
+def test_a_namespace_that_holds_no_slot_finds_one_free_however_long_the_others_run() -> None:
+    """Two namespaces with long activations held half the slots each (per_key) and a third one's warm
+    invoke waited 43 s for one of them to end: a namespace's share leaves room for one more."""
+    async def scenario() -> None:
+        slots = RunSlots(total=6, per_key=3)
+        release = asyncio.Event()
+        started: list[str] = []
+        a = [asyncio.create_task(_holder(slots, "a", started, release)) for _ in range(5)]
+        await asyncio.sleep(0.01)
+        b = [asyncio.create_task(_holder(slots, "b", started, release)) for _ in range(5)]
+        await asyncio.sleep(0.01)
+        assert started.count("a") == 3 and started.count("b") == 2  # alone: half; beside one more: a third
+        c = asyncio.create_task(_holder(slots, "c", started, release))
+        await asyncio.sleep(0.01)
+        assert started[-1] == "c"  # at once, while a and b still run
+        release.set()
+        await asyncio.gather(*a, *b, c)
         assert slots.load() == (0, 0)
 
     asyncio.run(scenario())

@@ -1,10 +1,14 @@
 """Run slots: how many activations run at once, shared fairly between namespaces, on the event loop.
 
 At most ``total`` activations run at a time, whatever the namespaces' limits, and no namespace
-holds more than ``per_key`` of the slots, so long-running activations of one cannot take them
-all. Activations beyond wait as futures, not threads: a flood costs memory per activation, not a
-thread. A freed slot goes to the namespaces that wait in turn (FIFO within one), so one
-namespace's backlog never delays another's. Use from the loop's thread only.
+holds more than ``per_key`` of the slots, nor more than its share with room for one more: with
+others holding slots, ``total // (others + 2)``. So long-running activations of a few namespaces
+never take every slot (two holding half each left a third namespace's warm invoke waiting 43 s for
+one to end): a namespace that holds none finds one free. Slots held are never taken back; a
+namespace over its share gets no more until it is under. Activations beyond wait as futures, not
+threads: a flood costs memory per activation, not a thread. A freed slot goes to the namespaces
+that wait in turn (FIFO within one), so one namespace's backlog never delays another's. Use from
+the loop's thread only.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class RunSlots:
 
     async def take(self, key: str) -> None:
         """Hold a slot for ``key`` (give it back with :meth:`give_back`); waits for its turn if needed."""
-        if key not in self._waiting and self._running < self.total and self._busy.get(key, 0) < self.per_key:
+        if key not in self._waiting and self._running < self.total and self._busy.get(key, 0) < self._share(key):
             self._hold(key)
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -51,6 +55,11 @@ class RunSlots:
         if self._waiting:
             self._grant()
 
+    def _share(self, key: str) -> int:
+        """The most slots ``key`` may hold now: room is left for a namespace that holds none."""
+        others = len(self._busy) - (key in self._busy)
+        return min(self.per_key, max(1, self.total // (others + 2)))
+
     def _hold(self, key: str) -> None:
         self._running += 1
         self._busy[key] = self._busy.get(key, 0) + 1
@@ -58,7 +67,7 @@ class RunSlots:
     def _grant(self) -> None:
         """Hand free slots to waiting keys in turn."""
         while self._running < self.total:
-            key = next((k for k in self._waiting if self._busy.get(k, 0) < self.per_key), None)
+            key = next((k for k in self._waiting if self._busy.get(k, 0) < self._share(k)), None)
             if key is None:
                 return
             queue = self._waiting[key]
