@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SYSTEM_PACKAGES=(docker.io redis-server frr mmdebstrap iproute2 nftables iputils-ping iperf3 ethtool psmisc ca-certificates wrk apache2-utils)
+SYSTEM_PACKAGES=(docker.io redis-server frr mmdebstrap iproute2 nftables e2fsprogs mount iputils-ping iperf3 ethtool psmisc ca-certificates wrk apache2-utils)
 missing=()
 for package in "${SYSTEM_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -17,6 +17,9 @@ class SandboxSettings(BaseModel):
 
     tmp_mb: int = Field(256, ge=1, description="size of a container's /tmp, its only writable place (also "
                         "HOME and the working directory); its pages count against the container's memory")
+    namespace_dir_mb: int = Field(1024, ge=0, description="size of each namespace's directory (Canary's checkpoint "
+                                  "store), a volume of its own so that its actions cannot fill the data dir's disk "
+                                  "(0: a plain directory, without a quota)")
     uid_base: int = Field(2_000_000, ge=65_536, description="first uid of the range containers get uids from "
                           "(one per container, never 0, outside the range of the host's own users)")
     uid_count: int = Field(1 << 20, ge=1024, description="size of the container uid range")

@@ -7,7 +7,9 @@ and directories only root may write.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
 
 import pytest
@@ -67,11 +69,29 @@ def main(args):
     return {"planted": True}
 '''
 HELLO = "def main(args):\n    return {'hello': True}\n"
+FILL = '''
+import errno, os
+from urllib.parse import urlsplit
+
+def main(args):
+    directory = os.path.dirname(urlsplit(os.environ["__OW_CANARY_STORE"]).path)
+    written = 0
+    try:
+        with open(os.path.join(directory, "junk"), "wb") as junk:
+            for _ in range(args["mb"]):
+                junk.write(b"x" * (1024 * 1024))
+                junk.flush()
+                written += 1
+            os.fsync(junk.fileno())
+    except OSError as exc:
+        return {"written_mb": written, "refused": errno.errorcode.get(exc.errno, str(exc.errno))}
+    return {"written_mb": written, "refused": None}
+'''
 
 
 @pytest.fixture(scope="module")
 def instance(tmp_path_factory):
-    running = start_instance(tmp_path_factory.mktemp("store-attacks"))
+    running = start_instance(tmp_path_factory.mktemp("store-attacks"), OWX_PLATFORM__SANDBOX__NAMESPACE_DIR_MB="64")
     yield running
     running.gateway.stop()
 
@@ -92,7 +112,7 @@ def test_a_checkpoint_index_an_action_forges_runs_nothing_in_the_gateway(instanc
     would run as root in the gateway."""
     marker = tmp_path / "ran-as-root"
     record = instance.attacker.invoke(instance.attacker.put(FORGE, annotations=CANARY), marker=str(marker))
-    assert record["response"]["success"], record
+    assert record["response"]["success"], record["response"]
     assert not marker.exists()
 
 
@@ -101,7 +121,7 @@ def test_a_link_in_the_spool_makes_no_host_file_deleted(instance, tmp_path):
     directory that is a link to a host directory must not have root delete segment-named files there."""
     victim = root_only_directory(tmp_path / "victim")
     record = instance.attacker.invoke(instance.attacker.put(LINK_SPOOL, annotations=CANARY), victim=str(victim))
-    assert record["response"]["success"], record
+    assert record["response"]["success"], record["response"]
     assert sorted(os.listdir(victim)) == ["000000000003.seg", "other.txt", "stale.tmp"]
 
 
@@ -122,3 +142,18 @@ def test_links_in_the_store_make_root_change_no_host_file(instance, tmp_path):
     assert stat.S_IMODE(directory.stat().st_mode) == 0o755 and directory.stat().st_uid == 0
     assert sorted(os.listdir(directory)) == ["000000000003.seg", "other.txt", "stale.tmp"]
     assert stat.S_IMODE(victim.stat().st_mode) == 0o644 and victim.read_text() == "root's file\n"
+
+
+def test_a_namespace_fills_its_own_volume_not_the_disk_everyone_shares(instance):
+    """The namespace's directory is writable by its actions: on the data dir's disk, one of them wrote
+    2 GiB in 3 s, and a full disk fails every tenant's activation log. It is a volume of its own
+    (64 MB here, a sparse image on the data dir's disk): past it the action gets ENOSPC, and of the 200 MB
+    it tried to write the disk took 64 at most."""
+    free_before = shutil.disk_usage(instance.gateway.data_dir).free
+    record = instance.attacker.invoke(instance.attacker.put(FILL, annotations=CANARY), mb=200)
+    assert record["response"]["success"], record["response"]
+    result = record["response"]["result"]
+    assert result["refused"] == "ENOSPC" and result["written_mb"] < 64, result
+    assert free_before - shutil.disk_usage(instance.gateway.data_dir).free < 80 * 1024 * 1024  # its 64 MB at most
+    gids = json.loads((instance.state_dir / "namespaces.json").read_text())
+    assert os.path.ismount(instance.state_dir / "namespaces" / str(gids["mallory"]))

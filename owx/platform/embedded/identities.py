@@ -6,19 +6,25 @@ Gids are per namespace and kept in ``<state_dir>/namespaces.json``, so files a n
 containers made stay theirs across restarts. A namespace directory,
 ``<state_dir>/namespaces/<gid>``, is made on first request (Canary's checkpoint store lives there),
 owned by root and the namespace's group, mode 2770; only that namespace's containers get it mounted.
+With ``sandbox.namespace_dir_mb`` it is a volume of that size of its own
+(:mod:`owx.platform.embedded.namespace_volume`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
 from pathlib import Path
 
+from owx.platform.embedded import namespace_volume
 from owx.platform.settings import SandboxSettings
 
-DIRECTORY_MODE = 0o2770  # the namespace's group reads and writes; new files keep the group
+log = logging.getLogger(__name__)
+
+DIRECTORY_MODE = namespace_volume.DIRECTORY_MODE
 
 
 class Identities:
@@ -32,6 +38,8 @@ class Identities:
         self._gids: dict[str, int] = json.loads(self.record.read_text()) if self.record.exists() else {}
         self._uids: set[int] = set()
         self._lock = threading.Lock()
+        self._ready: set[int] = set()  # gids whose directory is made (and mounted) in this run
+        self._making = threading.Lock()  # held while one is made: mkfs takes a moment, others go on
 
     def take_uid(self) -> int:
         """A uid no live container of this instance has."""
@@ -66,9 +74,32 @@ class Identities:
         """The namespace's directory; None if it has none (``create``: make it now)."""
         gid = self.gid(namespace)
         path = self.directories / str(gid)
-        if create and not path.is_dir():
-            self.directories.mkdir(mode=0o711, exist_ok=True)
-            path.mkdir(exist_ok=True)
-            os.chown(path, 0, gid)
-            path.chmod(DIRECTORY_MODE)
+        if gid not in self._ready and (create or self._image(gid).exists()):
+            with self._making:
+                if gid not in self._ready:
+                    self._make(path, gid)
+                    self._ready.add(gid)
         return path if path.is_dir() else None
+
+    def close(self) -> None:
+        """Detach the namespaces' volumes (their images stay, for the next start)."""
+        with self._making:
+            if self.sandbox.namespace_dir_mb:
+                for gid in self._ready:
+                    namespace_volume.detach(self.directories / str(gid))
+            self._ready.clear()
+
+    def _make(self, path: Path, gid: int) -> None:
+        self.directories.mkdir(mode=0o711, exist_ok=True)
+        if not self.sandbox.namespace_dir_mb:
+            if not path.is_dir():
+                path.mkdir(exist_ok=True)
+                os.chown(path, 0, gid)
+                path.chmod(DIRECTORY_MODE)
+        elif path.is_dir() and not os.path.ismount(path) and any(path.iterdir()):
+            log.warning("namespace directory %s holds files from before volumes: kept as it is, without a quota", path)
+        else:
+            namespace_volume.mount(self._image(gid), path, self.sandbox.namespace_dir_mb, gid)
+
+    def _image(self, gid: int) -> Path:
+        return self.directories / f"{gid}.img"

@@ -181,6 +181,7 @@ class EmbeddedPlatform(Platform):
         self.watcher.close()
         if self.firewall is not None:
             self.firewall.close()
+        self.identities.close()
         if self.uid_block is not None:
             self.uid_block.release()
         self.instance.close()
