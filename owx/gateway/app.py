@@ -46,6 +46,7 @@ def create_app(gateway: Gateway) -> Flask:
     app = Flask("owx.gateway")
     app.json = OrjsonProvider(app)
     app.config["MAX_CONTENT_LENGTH"] = MAX_ENTITY_BYTES
+    app.url_map.merge_slashes = False  # ``actions//x`` names no entity: a JSON 404, not a redirect to an HTML page
     app.extensions["owx"] = gateway
     for module in BLUEPRINTS:
         app.register_blueprint(module.blueprint)

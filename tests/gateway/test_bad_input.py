@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import socket
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,6 +183,22 @@ def test_look_alike_names_store_nothing(gateway, deployed):
     names = {a["name"] for a in deployed.get(gateway.api("actions"), params={"limit": 200}).json()}
     assert all(name.isascii() for name in names)
     assert deployed.get(gateway.api("actions/ｓecret")).status_code == 400
+
+
+def test_an_empty_path_segment_is_a_json_404_and_the_first_authorization_counts_on_every_route(gateway, deployed):
+    """``actions//x`` was a redirect to an HTML page; a second Authorization header made every route
+    but invoke (which reads the first) answer 401."""
+    empty = deployed.get(f"{gateway.url}/api/v1/namespaces/_/actions//x")
+    assert empty.status_code == 404 and "error" in empty.json() and "location" not in empty.headers
+    host, port = gateway.url.split("//")[1].split(":")
+    key = base64.b64encode(gateway.auth.encode()).decode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {key}\r\n"
+                     f"Authorization: Basic bm9ib2R5Om5vdGhpbmc=\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
 
 
 def test_a_web_action_called_by_anyone_with_objects_nested_60000_deep_gets_400(gateway, deployed):

@@ -125,4 +125,6 @@ def _environ(request: Request) -> dict[str, Any]:
             environ[key] = value
         elif key != "CONTENT_LENGTH":
             environ[f"HTTP_{key}"] = value
+    if request.authorization is not None:  # the first, as the invoke route reads it (not several joined)
+        environ["HTTP_AUTHORIZATION"] = request.authorization
     return environ
