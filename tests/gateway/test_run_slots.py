@@ -15,19 +15,24 @@ async def _holder(slots: RunSlots, key: str, log: list[str], release: asyncio.Ev
     slots.give_back(key)
 
 
+async def _holders(slots: RunSlots, key: str, count: int, log: list[str], release: asyncio.Event) -> list[asyncio.Task]:
+    """``count`` holders of ``key``, once the loop had a moment to start them."""
+    tasks = [asyncio.create_task(_holder(slots, key, log, release)) for _ in range(count)]
+    await asyncio.sleep(0.01)
+    return tasks
+
+
 def test_a_namespace_over_its_share_waits_while_another_runs_at_once() -> None:
     async def scenario() -> None:
         slots = RunSlots(total=4, per_key=1)
         release = asyncio.Event()
         started: list[str] = []
-        a = [asyncio.create_task(_holder(slots, "a", started, release)) for _ in range(3)]
-        await asyncio.sleep(0.01)
+        a = await _holders(slots, "a", 3, started, release)
         assert started == ["a"] and slots.load() == (1, 2)  # a's share (1) is taken, two wait
-        b = asyncio.create_task(_holder(slots, "b", started, release))
-        await asyncio.sleep(0.01)
+        b = await _holders(slots, "b", 1, started, release)
         assert started == ["a", "b"]  # b is not behind a's backlog
         release.set()
-        await asyncio.gather(*a, b)
+        await asyncio.gather(*a, *b)
         assert started == ["a", "b", "a", "a"] and slots.load() == (0, 0)
 
     asyncio.run(scenario())
@@ -98,16 +103,13 @@ def test_a_namespace_that_holds_no_slot_finds_one_free_however_long_the_others_r
         slots = RunSlots(total=6, per_key=3)
         release = asyncio.Event()
         started: list[str] = []
-        a = [asyncio.create_task(_holder(slots, "a", started, release)) for _ in range(5)]
-        await asyncio.sleep(0.01)
-        b = [asyncio.create_task(_holder(slots, "b", started, release)) for _ in range(5)]
-        await asyncio.sleep(0.01)
+        a = await _holders(slots, "a", 5, started, release)
+        b = await _holders(slots, "b", 5, started, release)
         assert started.count("a") == 3 and started.count("b") == 2  # alone: half; beside one more: a third
-        c = asyncio.create_task(_holder(slots, "c", started, release))
-        await asyncio.sleep(0.01)
+        c = await _holders(slots, "c", 1, started, release)
         assert started[-1] == "c"  # at once, while a and b still run
         release.set()
-        await asyncio.gather(*a, *b, c)
+        await asyncio.gather(*a, *b, *c)
         assert slots.load() == (0, 0)
 
     asyncio.run(scenario())
