@@ -55,7 +55,7 @@ def detach(directory: Path) -> None:
 
 def _run(command: list[str]) -> None:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     except FileNotFoundError:
         raise VolumeError(f"{command[0]} is not installed (apt-get install -y e2fsprogs mount)") from None
     if done.returncode != 0:
