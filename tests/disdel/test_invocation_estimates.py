@@ -77,6 +77,8 @@ def check_out_of_memory_is_raised_then_learned(gateway: GatewayProcess) -> None:
     assert first["response"]["result"] == {"held": 140}
     estimate = _estimate(first)
     assert estimate["attempts"] == 2 and estimate["raisedAfter"] == "oom" and estimate["memory"] > 128
+    limits = next(a["value"] for a in first["annotations"] if a["key"] == "limits")
+    assert limits["memory"] == estimate["memory"] and limits["timeout"] == estimate["timeout"]  # what it ran with
 
     second = _invoke(gateway, "grow", mb=150)  # same input size class: learned, one attempt
     estimate = _estimate(second)

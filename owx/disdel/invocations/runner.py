@@ -116,7 +116,8 @@ def _annotated(outcome: RunOutcome, memory: int, timeout: int, *, attempts: int,
     note: dict[str, Any] = {"memory": memory, "timeout": timeout, "attempts": attempts, "learnedFrom": learned}
     if first_failure:
         note["raisedAfter"] = first_failure
-    return dataclasses.replace(outcome, annotations=[*outcome.annotations, {"key": ANNOTATION, "value": note}])
+    applied = {"key": "limits", "value": {"memory": memory, "timeout": timeout}}  # the record's, as OpenWhisk's
+    return dataclasses.replace(outcome, annotations=[*outcome.annotations, {"key": ANNOTATION, "value": note}, applied])
 
 
 def _within(value: int, low: int, high: int) -> int:

@@ -155,9 +155,11 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
         {"key": "waitTime", "value": max(0, outcome.start_ms - accepted_ms)},
         {"key": "kind", "value": action.kind},
     ]
-    if action.kind != "sequence":  # a sequence's limits come with its outcome (`sequence_annotations`)
+    atomic = action.kind != "sequence"  # a sequence's limits come with its outcome (`sequence_annotations`)
+    if atomic:  # the limits it ran with: the action's, or those its runner chose (DiSDeL's estimates)
+        applied = next((a["value"] for a in outcome.annotations if a["key"] == "limits"), {})
         annotations.append({"key": "timeout", "value": outcome.failure == "timeout"})
-        annotations.append({"key": "limits", "value": action.limits})
+        annotations.append({"key": "limits", "value": {**action.limits, **applied}})
     if outcome.init_ms is not None:
         annotations.append({"key": "initTime", "value": outcome.init_ms})
     if outcome.memory_peak_bytes is not None:  # the container's high-water mark so far, in bytes
@@ -167,7 +169,8 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
     if action.binding:
         annotations.append({"key": "binding", "value": action.binding})
     if outcome.annotations:
-        annotations.extend(a for a in outcome.annotations if jsonvalues.problem(a) is None)
+        annotations.extend(a for a in outcome.annotations
+                           if not (atomic and a["key"] == "limits") and jsonvalues.problem(a) is None)
     answer = response(outcome.status, outcome.result, max_result_bytes, outcome.checked)
     log_limit = action.limits["logs"] * MB
     logs = (stored_logs(outcome.logs, log_limit) if action.kind == "sequence"  # its components' ids
