@@ -201,6 +201,12 @@ def test_an_empty_path_segment_is_a_json_404_and_the_first_authorization_counts_
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
 
 
+def test_a_head_answer_names_the_length_of_its_get(gateway, deployed):
+    """As akka-http's automatic HEAD: the length the GET's body has (it was 0)."""
+    url = gateway.api("actions")
+    assert int(deployed.head(url).headers["Content-Length"]) == len(deployed.get(url).content) > 2
+
+
 def test_a_web_action_called_by_anyone_with_objects_nested_60000_deep_gets_400(gateway, deployed):
     """No key needed to send a web action a body: its parse is held to the same nesting."""
     name = f"web-{uuid.uuid4().hex[:6]}"

@@ -119,6 +119,14 @@ class _Clock:
         return cls.value
 
 
+def _head_length(response: Response) -> int:
+    """A HEAD answer's Content-Length: its GET's, which a WSGI app names without giving the body."""
+    if response.body:
+        return len(response.body)
+    named = next((value for name, value in response.headers if name.lower() == "content-length"), "")
+    return int(named) if named.isdigit() else 0
+
+
 @lru_cache(maxsize=1024)
 def _status_line(status: int) -> bytes:
     return f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode("latin-1")
@@ -409,7 +417,7 @@ class HttpConnection(asyncio.Protocol):
                                       if name.lower() not in _FRAMING))
         bodiless = response.status < 200 or response.status in _BODILESS
         if not bodiless:
-            parts.append(b"Content-Length: %d\r\n" % len(response.body))
+            parts.append(b"Content-Length: %d\r\n" % (_head_length(response) if head_only else len(response.body)))
         if self._closing:
             parts.append(b"Connection: close\r\n")
         elif http_1_0:
