@@ -44,9 +44,7 @@ class JobBody(BaseModel):
 
 
 def core() -> CanaryCore:
-    from owx.canary.extension import (
-        CanaryExtension,  # the extension imports this module
-    )
+    from owx.canary.extension import CanaryExtension  # the extension imports this module
 
     extension = gateway().extensions["canary"]
     assert isinstance(extension, CanaryExtension) and extension.core is not None

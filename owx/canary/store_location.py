@@ -26,23 +26,16 @@ import threading
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from owx.canary.checkpoint import (
-    CheckpointError,
-    CheckpointStore,
-    open_checkpoint_store,
-)
+from owx.canary.checkpoint import CheckpointError, CheckpointStore, open_checkpoint_store
 from owx.canary.checkpoint.url import store_ports
 from owx.canary.redis_tenants import RedisTenants
 from owx.canary.settings import CanarySettings
 from owx.canary.store_quota import QuotaProcess
-from owx.canary.store_worker import StoreWorker
+from owx.canary.store_worker import DB_NAME, StoreWorker, make_store_directories
 from owx.common.urls import redact
 from owx.platform import Platform
 from owx.settings import Settings
 
-DB_NAME = "checkpoints.db"
-DIRECTORY_MODE = 0o2770  # the namespace's group (inherited from the namespace directory) reads and writes
-FILE_MODE = 0o660
 MiB = 1024 * 1024
 
 log = logging.getLogger(__name__)
@@ -102,17 +95,9 @@ class StoreLocation:
             return
         directory = self._directory(namespace)  # only root reaches it, or operator-shared among trusted tenants
         with self._lock:
-            if directory in self._ready:
-                return
-            spool = directory / "blobs" / ".spool"  # the store's default staging directory
-            for path in (directory, directory / "blobs", spool):
-                path.mkdir(parents=True, exist_ok=True)
-                path.chmod(DIRECTORY_MODE)
-            if self._url is None:
-                db = directory / DB_NAME
-                db.touch(exist_ok=True)  # an empty file is an empty SQLite database; SQLite gives its
-                db.chmod(FILE_MODE)  # -wal and -shm files the database file's mode
-            self._ready.add(directory)
+            if directory not in self._ready:
+                make_store_directories(directory, database=self._url is None)
+                self._ready.add(directory)
 
     def open(self, namespace: str) -> CheckpointStore | StoreWorker:
         """The namespace's store as the gateway reads it (opened once): through the namespace's worker

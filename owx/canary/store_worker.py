@@ -36,6 +36,7 @@ from owx.runtimes import kernel
 
 ANSWER_WAIT_S = 30.0  # a store that takes longer is treated as hung: the worker is ended
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
+DB_NAME = "checkpoints.db"
 DIRECTORY_MODE = 0o2770  # the namespace's group reads and writes; new files keep the group
 FILE_MODE = 0o660
 HERE = "/tmp/namespace"  # where the worker sees the namespace's directory
@@ -117,17 +118,23 @@ def _info(item: dict) -> CheckpointInfo:
                           tuple(item["inline"]), tuple(BlobRef(**ref) for ref in item["refs"]))
 
 
-def _make_directories(url: str, store_dir: Path) -> None:
-    """The store's directories (and for SQLite an empty database file, so that SQLite gives its
-    companions the group's mode): made with the group's modes where this worker makes them; what
-    the namespace's actions made there already stays theirs."""
-    os.umask(0o007)
-    for path in (store_dir, store_dir / "blobs", store_dir / "blobs" / ".spool"):
-        path.mkdir(exist_ok=True)
-        if path.stat().st_uid == os.getuid():
-            path.chmod(DIRECTORY_MODE)
-    if url.startswith("sqlite:"):
-        os.close(os.open(store_dir / "checkpoints.db", os.O_WRONLY | os.O_CREAT, FILE_MODE))
+def make_store_directories(store_dir: Path, database: bool) -> None:
+    """The store's directories, and with ``database`` an empty SQLite file (SQLite gives its ``-wal`` and
+    ``-shm`` files the database file's mode), with the group's modes: where the caller may (root, or the
+    worker on what it made); what a namespace's actions made there already stays theirs."""
+    for path in (store_dir, store_dir / "blobs", store_dir / "blobs" / ".spool"):  # .spool: the staging area
+        path.mkdir(parents=True, exist_ok=True)
+        _chmod_if_allowed(path, DIRECTORY_MODE)
+    if database:
+        os.close(os.open(store_dir / DB_NAME, os.O_WRONLY | os.O_CREAT, FILE_MODE))
+        _chmod_if_allowed(store_dir / DB_NAME, FILE_MODE)
+
+
+def _chmod_if_allowed(path: Path, mode: int) -> None:
+    try:
+        path.chmod(mode)
+    except PermissionError:
+        pass  # not the caller's: the namespace's own, as it made it
 
 
 def become(uid: int, gid: int, url: str) -> None:
@@ -148,8 +155,9 @@ def become(uid: int, gid: int, url: str) -> None:
 
 def serve(url: str, store_dir: str) -> None:
     """The worker's side: make the directories, open the store, answer requests until input ends."""
+    os.umask(0o007)
     try:
-        _make_directories(url, Path(store_dir))
+        make_store_directories(Path(store_dir), database=url.startswith("sqlite:"))
         store = open_checkpoint_store(url)
     except (OSError, CheckpointError) as exc:
         error = f"cannot open the namespace's checkpoint store: {exc}"
