@@ -14,7 +14,9 @@ The worker starts as root (the interpreter may live where only root reads, as un
 what it needs, shows the namespace's directory (its working directory, set by the gateway) at
 ``/tmp/namespace`` in a mount namespace of its own (the data dir above it is closed to all but root,
 and SQLite opens files by their full path), and only then, before it touches anything of the
-namespace's, becomes that uid and group, with no other group and no capability.
+namespace's, becomes that uid and group, with no other group and no capability. It runs outside the
+containers' cgroups, so its address space is bounded (``MAX_ADDRESS_SPACE``): an index the namespace
+wrote to be huge fails that namespace's request (MemoryError), not the host.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import resource
 import select
 import subprocess
 import sys
@@ -36,6 +39,7 @@ from owx.runtimes import kernel
 
 ANSWER_WAIT_S = 30.0  # a store that takes longer is treated as hung: the worker is ended
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
+MAX_ADDRESS_SPACE = 2 * 1024 * 1024 * 1024  # what a worker may map: a tenant's data cannot make it take the host's memory
 DB_NAME = "checkpoints.db"
 DIRECTORY_MODE = 0o2770  # the namespace's group reads and writes; new files keep the group
 FILE_MODE = 0o660
@@ -148,6 +152,7 @@ def become(uid: int, gid: int, url: str) -> None:
     os.mkdir(HERE)
     kernel.mount(".", HERE, None, kernel.MS_BIND)
     os.chdir(HERE)
+    resource.setrlimit(resource.RLIMIT_AS, (MAX_ADDRESS_SPACE, MAX_ADDRESS_SPACE))  # runs outside any cgroup
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)  # from root to another uid for real, effective and saved: every capability goes

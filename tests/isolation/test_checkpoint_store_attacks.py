@@ -11,9 +11,10 @@ import json
 import os
 import shutil
 import stat
+from pathlib import Path
 
 import pytest
-from isolation_support import start_instance
+from isolation_support import host_pids_with, start_instance
 
 CANARY = [{"key": "canary", "value": {"checkpoint": "explicit"}}]
 PLANT = '''
@@ -157,3 +158,19 @@ def test_a_namespace_fills_its_own_volume_not_the_disk_everyone_shares(instance)
     assert free_before - shutil.disk_usage(instance.gateway.data_dir).free < 80 * 1024 * 1024  # its 64 MB at most
     gids = json.loads((instance.state_dir / "namespaces.json").read_text())
     assert os.path.ismount(instance.state_dir / "namespaces" / str(gids["mallory"]))
+
+
+def test_the_store_worker_has_the_namespaces_rights_alone_and_bounded_memory(instance):
+    """It reads what the namespace's actions wrote: never as root, never with a capability, and, running
+    outside the containers' cgroups, within an address space of its own (a huge index fails it alone)."""
+    assert instance.victim.invoke(instance.victim.put(HELLO, annotations=CANARY))["response"]["success"]
+    gids = json.loads((instance.state_dir / "namespaces.json").read_text())
+    workers = [pid for pid in host_pids_with("owx.canary.store_worker")
+               if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[-2] == str(gids["guest"]).encode()]
+    assert len(workers) == 1, workers
+    status = dict(line.split(":\t", 1) for line in Path(f"/proc/{workers[0]}/status").read_text().splitlines()
+                  if ":\t" in line)
+    assert status["Uid"].split()[0] != "0" and status["Gid"].split()[0] == str(gids["guest"])
+    assert status["Groups"].strip() == "" and int(status["CapEff"], 16) == 0
+    limits = Path(f"/proc/{workers[0]}/limits").read_text()
+    assert f"Max address space         {2 * 1024 ** 3}" in limits.replace("  bytes", "")
