@@ -57,12 +57,13 @@ def server() -> Iterator[tuple[str, int]]:
 
 @pytest.fixture()
 def tight_server() -> Iterator[tuple[str, int]]:
-    """A server whose connections together may be 4 and hold 2,500 bytes of bodies."""
-    yield from _serve(Limits(max_body_bytes=1000, idle_timeout_s=10.0, max_connections=4, max_held_body_bytes=2500))
+    """A server whose connections together may be 4 and hold 3,000 bytes of bodies."""
+    yield from _serve(Limits(max_body_bytes=1000, idle_timeout_s=10.0, max_connections=4, max_held_body_bytes=3000))
 
 
-def _connect(server: tuple[str, int]) -> socket.socket:
-    sock = socket.create_connection(server, timeout=5)
+def _connect(server: tuple[str, int], peer: str = "127.0.0.1") -> socket.socket:
+    """A connection from ``peer`` (any 127.0.0.0/8 address is this machine's: another client)."""
+    sock = socket.create_connection(server, timeout=5, source_address=(peer, 0))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
@@ -305,21 +306,66 @@ def test_past_the_connection_limit_a_new_connection_closes_the_one_idle_longest(
         sock.close()
 
 
-def test_past_the_bodies_the_connections_may_hold_together_a_body_gets_503(tight_server) -> None:
-    """Bodies a client sends all but the last byte of are held until answered: together they are
-    bounded, and what a closed connection held is free again."""
-    holders = [_connect(tight_server) for _ in range(2)]
-    for sock in holders:
-        sock.sendall(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"a" * 999)
-    time.sleep(0.3)
-    with _connect(tight_server) as third:
-        third.sendall(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"a" * 999)
-        [(status, _, body)] = _read_answers(third, 1)
+def test_at_the_connection_limit_the_peer_with_the_most_connections_loses_an_idle_one(tight_server) -> None:
+    """A client that opens connection after connection closes its own idle ones, not the kept
+    connection another client has been idle on longer."""
+    with _connect(tight_server, "127.0.0.2") as kept:
+        kept.sendall(_post("/first"))
+        assert _read_answers(kept, 1)[0][0] == 200
+        time.sleep(0.1)
+        flood = [_connect(tight_server) for _ in range(3)]
+        time.sleep(0.1)
+        flood += [_connect(tight_server) for _ in range(2)]
+        time.sleep(0.1)
+        kept.sendall(_post("/again"))
+        [(status, _, body)] = _read_answers(kept, 1)
+        assert status == 200 and json.loads(body)["path"] == "/again"
+        assert sum(_closed_now(sock) for sock in flood) == 2
+        for sock in flood:
+            sock.close()
+
+
+def _hold_body(server: tuple[str, int], peer: str) -> socket.socket:
+    """A connection from ``peer`` that sent all of a 1,000-byte body but its last byte."""
+    sock = _connect(server, peer)
+    sock.sendall(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"a" * 999)
+    return sock
+
+
+def test_a_peer_holds_at_most_its_share_of_bodies_and_another_peer_finds_room(tight_server) -> None:
+    """Bodies a client sends all but the last byte of are held until answered. One peer alone holds
+    at most half of what the server may (a body past that gets 503); a peer holding nothing finds
+    room beside it, and what a closed connection held is free again."""
+    first = _hold_body(tight_server, "127.0.0.1")
+    time.sleep(0.2)
+    more = [_hold_body(tight_server, "127.0.0.1") for _ in range(2)]
+    for sock in more:
+        [(status, _, body)] = _read_answers(sock, 1)
         assert status == 503 and "request bodies" in json.loads(body)["error"]
-    for sock in holders:
         sock.close()
+    with _connect(tight_server, "127.0.0.2") as other:
+        other.sendall(_post("/p", b"a" * 999))
+        [(status, _, _)] = _read_answers(other, 1)
+        assert status == 200
+    second = _hold_body(tight_server, "127.0.0.2")
+    time.sleep(0.2)
+    with _connect(tight_server, "127.0.0.3") as third:  # two others hold: its share is 750
+        third.sendall(_post("/p", b"a" * 999))
+        [(status, _, _)] = _read_answers(third, 1)
+        assert status == 503
+    first.close()
+    second.close()
     time.sleep(0.3)
     with _connect(tight_server) as later:
         later.sendall(_post("/p", b"a" * 999))
         [(status, _, _)] = _read_answers(later, 1)
         assert status == 200
+
+
+@pytest.mark.parametrize("hosts", ["", "Host: a\r\nHost: b\r\n"])
+def test_an_http_1_1_request_without_one_host_header_is_400(server, hosts) -> None:
+    with _connect(server) as sock:
+        sock.sendall(f"GET /x HTTP/1.1\r\n{hosts}\r\n".encode())
+        [(status, _, body)] = _read_answers(sock, 1)
+        assert status == 400 and "Host header" in json.loads(body)["error"]
+        assert _closed(sock)

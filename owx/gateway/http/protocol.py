@@ -17,14 +17,19 @@ What a connection guarantees, whatever the client sends:
 - a connection that has no complete request in ``idle_timeout_s`` is closed, however slowly its
   bytes trickle in, and so is one whose client stops reading its answers: slow clients hold
   nothing for long;
-- the connections of a server together hold at most ``Limits.max_connections`` descriptors (past
-  it a new one closes the one idle the longest, or is closed itself when none is idle) and
-  ``Limits.max_held_body_bytes`` of request bodies not yet answered (a body past it gets a 503):
-  no client, with a key or without, takes the descriptors or the memory every tenant needs;
+- the connections of a server together hold at most ``Limits.max_connections`` descriptors and
+  ``Limits.max_held_body_bytes`` of request bodies not yet answered, and no one peer (a client
+  address; IPv6 ones by their /64, which one client holds whole) takes what others need: past the
+  connection limit a new connection closes an idle one of the peer that has the most (the longest
+  idle of those), or is closed itself when none is idle; a peer holds at most
+  ``max_held_body_bytes // (other peers holding + 2)`` of bodies (a body past its share, or past the
+  whole, gets a 503), so one that holds nothing always finds room. Behind one proxy, all clients
+  are one peer;
 - a read is parsed a slice at a time, and the rest waits while ``MAX_QUEUED`` requests do: a
   client that pipelines thousands of requests in one write makes the loop build eight, not all;
 - trailer fields of a chunked body are dropped, never merged into the head (RFC 9110 6.5.1: an
   ``Authorization`` sent there would pass a proxy that checks the head);
+- an HTTP/1.1 request without a ``Host`` header, or with two, is a 400 (RFC 9112 3.2);
 - ``Expect: 100-continue`` is answered, ``HEAD`` gets no body, ``Connection: close`` and HTTP/1.0
   close after the answer (unless an HTTP/1.0 client asks to keep it: ``ab -k``), an ``Upgrade`` is
   served as plain HTTP/1.1 and then closed.
@@ -36,10 +41,11 @@ connection starts a poll for the client's next request.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import resource
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -59,13 +65,15 @@ MAX_QUEUED = 8  # pipelined requests read ahead of the one being handled
 PARSE_SLICE = 4096  # bytes parsed at a time once a read is larger (MAX_QUEUED is looked at between slices)
 HEAD_TOO_BIG = "The request's head is larger than allowed: more than {allowed} bytes."
 BODIES_HELD = "The gateway holds as many request bodies as it may: try again shortly."
+HOST_MISSING = "An HTTP/1.1 request names its host in exactly one Host header."
 MALFORMED_HTTP = "The request is not valid HTTP/1.1: {detail}"
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 # answers that end with their head (RFC 9110 6.4.1): a body a handler gave them would read as the next answer
 _BODILESS = frozenset({204, 304})
 _FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})  # the server's to say, not a handler's
-_NOTED_LENGTHS = frozenset({len(b"content-length"), len(b"expect"), len(b"authorization")})  # headers noted as read
+# headers noted as read
+_NOTED_LENGTHS = frozenset({len(b"content-length"), len(b"expect"), len(b"authorization"), len(b"host")})
 
 
 @dataclass(frozen=True)
@@ -79,30 +87,75 @@ class Limits:
     max_held_body_bytes: int = 256 * 1024 * 1024  # of all of a server's connections together
 
 
+def peer_of(address: object) -> str:
+    """Who a connection's peer is, for shares: its IP address (an IPv6 one's /64, an IPv4-mapped
+    one's IPv4 address); every Unix socket client is the one peer ``""``."""
+    if not isinstance(address, tuple):
+        return ""
+    try:
+        ip = ipaddress.ip_address(str(address[0]).split("%", 1)[0])
+    except ValueError:
+        return str(address[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 class Connections:
-    """The open connections of one server, and the request bodies they hold together."""
+    """The open connections of one server, and the request bodies they hold, by peer."""
 
     def __init__(self, limits: Limits) -> None:
         self.open: set[HttpConnection] = set()
         self._limits = limits
         self.held_body_bytes = 0
+        self._connections_of: Counter[str] = Counter()
+        self._held_by: Counter[str] = Counter()  # only peers that hold bytes
 
     def admit(self, connection: HttpConnection) -> bool:
-        """Count ``connection`` in; at the limit, the one idle the longest is closed for it (False: none is)."""
+        """Count ``connection`` in; at the limit, an idle one of the peer with the most connections
+        is closed for it (False: none is idle)."""
         if len(self.open) >= self._limits.max_connections:
             idle = [c for c in self.open if c.idle_since is not None and not c.closing]
             if not idle:
                 return False
-            min(idle, key=lambda c: c.idle_since).abort()
+            counts = self._connections_of
+            min(idle, key=lambda c: (-counts[c.peer], c.idle_since)).abort()
         self.open.add(connection)
+        self._connections_of[connection.peer] += 1
         return True
 
-    def hold(self, size: int) -> bool:
-        """Count ``size`` more bytes of bodies in; False (nothing counted) past the limit."""
-        if self.held_body_bytes + size > self._limits.max_held_body_bytes:
+    def leave(self, connection: HttpConnection, held: int) -> None:
+        """Count ``connection`` out, with the ``held`` bytes of bodies it still held."""
+        if connection in self.open:
+            self.open.discard(connection)
+            self._connections_of[connection.peer] -= 1
+            if self._connections_of[connection.peer] <= 0:
+                del self._connections_of[connection.peer]
+        self.release(connection.peer, held)
+
+    def hold(self, peer: str, size: int) -> bool:
+        """Count ``size`` more bytes of ``peer``'s bodies in; False (nothing counted) past its share or the whole."""
+        held = self._held_by.get(peer, 0)
+        others = len(self._held_by) - (1 if held else 0)
+        total = self._limits.max_held_body_bytes
+        if self.held_body_bytes + size > total or held + size > total // (others + 2):
             return False
         self.held_body_bytes += size
+        self._held_by[peer] = held + size
         return True
+
+    def release(self, peer: str, size: int) -> None:
+        """``size`` bytes of ``peer``'s bodies are no longer held."""
+        if size <= 0:
+            return
+        self.held_body_bytes -= size
+        left = self._held_by.get(peer, 0) - size
+        if left > 0:
+            self._held_by[peer] = left
+        else:
+            self._held_by.pop(peer, None)
 
 
 class _Clock:
@@ -145,6 +198,7 @@ class HttpConnection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._client: tuple[str, int] | None = None
+        self.peer = ""  # see peer_of
         self._server: tuple[str, int] = ("", 0)
         self._queue: deque[tuple[Request, bool]] = deque()  # (request, keep the connection alive after it)
         self._busy = False
@@ -163,18 +217,18 @@ class HttpConnection(asyncio.Protocol):
     # -- asyncio.Protocol --------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        peer, sock = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
+        self.peer = peer_of(peer)
         if not self._connections.admit(self):
             self._closing = True
             transport.abort()  # type: ignore[attr-defined]
             return
-        peer, sock = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
         self._client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
         self._server = (str(sock[0]), int(sock[1])) if isinstance(sock, tuple) else ("localhost", 0)
         self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._connections.open.discard(self)
-        self._connections.held_body_bytes -= self._held
+        self._connections.leave(self, self._held)
         self._held = 0
         self._closing = True
         self._queue.clear()
@@ -248,6 +302,7 @@ class HttpConnection(asyncio.Protocol):
         self._length: bytes | None = None  # Content-Length, as sent
         self._expects = False  # Expect: 100-continue
         self._authorization: bytes | None = None  # the first Authorization header
+        self._hosts = 0  # Host headers
         self._in_head = True  # False once the head is complete: later fields are a chunked body's trailer
         self._body: list[bytes] = []
         self._body_bytes = 0
@@ -273,6 +328,8 @@ class HttpConnection(asyncio.Protocol):
                 self._expects = value.lower() == b"100-continue"
             elif lowered == b"authorization" and self._authorization is None:
                 self._authorization = value
+            elif lowered == b"host":
+                self._hosts += 1
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > self._limits.max_head_bytes:
             self._head_too_big()
@@ -283,6 +340,9 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        if self._hosts > 1 or (self._hosts == 0 and self._parser.get_http_version() == "1.1"):
+            self._refuse(400, HOST_MISSING)
+            raise httptools.HttpParserCallbackError("no single host")
         length = self._length
         if length is not None and length.strip().isdigit() and int(length) > self._limits.max_body_bytes:
             self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size=int(length),
@@ -297,7 +357,7 @@ class HttpConnection(asyncio.Protocol):
             self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size="more",
                                                    allowed=self._limits.max_body_bytes))
             raise httptools.HttpParserCallbackError("body too big")
-        if not self._connections.hold(len(body)):
+        if not self._connections.hold(self.peer, len(body)):
             self._refuse(503, BODIES_HELD)
             raise httptools.HttpParserCallbackError("bodies held")
         self._held += len(body)
@@ -394,7 +454,7 @@ class HttpConnection(asyncio.Protocol):
             self._closing = True
         answered = min(len(request.body), self._held)  # its body is no longer held
         self._held -= answered
-        self._connections.held_body_bytes -= answered
+        self._connections.release(self.peer, answered)
         try:
             self._write(response, request.method == "HEAD", request.http_version == "1.0")
         except ValueError:
