@@ -99,11 +99,11 @@ def submit_job(ns: str):
         raise bad_request(NEVER_FITS.format(count=len(body.params), memory=resolved.limits["memory"]))
     job_id = new_id()
     ids = [new_id() for _ in body.params]
-    canary.expect_job(resolved.path.namespace, resolved, job_id, ids)
+    canary.expect_job(resolved.caller, resolved, job_id, ids)
     try:
         service.invoker.start_all(caller(), resolved, body.params, activation_ids=ids)
     except ApiError:
-        canary.forget_job(resolved.path.namespace, job_id, ids)
+        canary.forget_job(resolved.caller, job_id, ids)
         raise
     return jsonify(jobId=job_id, activationIds=ids), 202
 

@@ -148,7 +148,7 @@ class CanaryCore:
             placed = {h: self._roomiest(live) for h in everything}  # never fits: the pool will say why
             for h, node in placed.items():
                 self.memory.hold(h, node, spec.memory_mb * MB, force=True)
-        namespace = resolved.path.namespace
+        namespace = resolved.caller  # its runs, checkpoints and tables are the caller's, as its containers are
         self.store.prepare(namespace)  # before its replicas start: they mount the namespace's directory
         now = now_ms()
         with self._lock:

@@ -174,3 +174,42 @@ def test_the_store_worker_has_the_namespaces_rights_alone_and_bounded_memory(ins
     assert status["Groups"].strip() == "" and int(status["CapEff"], 16) == 0
     limits = Path(f"/proc/{workers[0]}/limits").read_text()
     assert f"Max address space         {2 * 1024 ** 3}" in limits.replace("  bytes", "")
+
+
+WHOSE = '''
+import os
+from urllib.parse import urlsplit
+
+def main(args):
+    store = os.path.dirname(urlsplit(os.environ["__OW_CANARY_STORE"]).path)
+    return {"gid": os.getgid(), "store_gid": os.stat(store).st_gid}
+'''
+
+
+def test_another_tenants_run_of_a_published_canary_action_is_the_callers_alone(instance):
+    """A published Canary action run through a binding: its container, checkpoint store and Canary
+    rows are the caller's (as its activation record is), so the caller cannot fill the owner's volume
+    or tables, and the owner never sees the caller's state or activation ids."""
+    owner, caller = instance.victim, instance.attacker
+    made = owner.session().put(f"{owner.gateway.url}/api/v1/namespaces/_/packages/shared",
+                               params={"overwrite": "true"}, json={"publish": True}, timeout=30)
+    assert made.status_code == 200, made.text
+    owner.put(WHOSE, name="shared/whose", annotations=CANARY)
+    bound = caller.session().put(f"{caller.gateway.url}/api/v1/namespaces/_/packages/bound",
+                                 params={"overwrite": "true"},
+                                 json={"binding": {"namespace": owner.namespace, "name": "shared"}}, timeout=30)
+    assert bound.status_code == 200, bound.text
+    record = caller.invoke("bound/whose")
+    assert record["response"]["success"], record["response"]
+    gids = json.loads((instance.state_dir / "namespaces.json").read_text())
+    mallory = gids.get("mallory")  # allocated at its first container: none before this test
+    assert record["response"]["result"] == {"gid": mallory, "store_gid": mallory}
+
+    def job_ids(tenant):
+        rows = tenant.session().get(f"{tenant.gateway.url}/api/v1/namespaces/_/canary/job_info",
+                                    params={"limit": 200}, timeout=30)
+        assert rows.status_code == 200, rows.text
+        return {row["job_id"] for row in rows.json()}
+
+    assert record["activationId"] in job_ids(caller)
+    assert record["activationId"] not in job_ids(owner)

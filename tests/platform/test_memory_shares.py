@@ -95,14 +95,14 @@ def test_a_busy_actions_next_activations_wait_on_the_loop_when_the_only_idle_mem
 
 
 def test_another_tenants_call_of_a_published_action_runs_for_the_caller(make_platform) -> None:
-    """Its container's memory and the loop's reading of its output count for the caller, not the owner
-    (whose gid and directory it keeps: the code is the owner's)."""
+    """Its container is the caller's, not the owner's: its memory, the loop's reading of its output, its
+    gid and its directory (what it writes there comes of the caller's input)."""
     platform = make_platform()
     published = ActionSpec(key="owner/pkg/printer@1#caller", kind="python:3", code=SLEEP, memory_mb=256)
     outcome = platform.run(published, request(s=0))
     pool = platform.node("node0").pool
     container = pool.container(outcome.container_id)
-    assert container is not None and container.tenant == "caller" and container.namespace == "owner"
+    assert container is not None and container.tenant == "caller" and container.namespace == "caller"
     assert pool.held_by_tenant() == {"caller": 256 * 1024 * 1024}
 
 

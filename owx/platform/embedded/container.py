@@ -67,8 +67,9 @@ class Container(ABC):
         self.cgroup = Cgroup(f"{request.cgroup_parent}/{cid}")
         self.pid: int | None = None
         self.logs = LogCollector()
-        self.namespace: str | None = None  # the namespace whose action it runs (its gid, its directory), once assigned
-        self.charged_to: str | None = None  # the tenant it runs for (``ActionSpec.tenant``), once assigned
+        # the tenant it runs for (``ActionSpec.tenant``: the caller of a published action, not its
+        # owner): its gid, its directory, its shares; once assigned
+        self.namespace: str | None = None
         self.proxy: ProxyClient | None = None
         self._watcher = watcher
         self._notifier = notifier
@@ -97,7 +98,7 @@ class Container(ABC):
     def tenant(self) -> str:
         """Whose share of the loop reading the container's output takes (:class:`FdWatcher`): the
         tenant it runs for (the caller of a published action, not its owner), its own before it has one."""
-        return self.charged_to or self.namespace or self.id
+        return self.namespace or self.id
 
     def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
         """``POST /init``; raises ProxyTimeout / ProxyUnreachable."""
