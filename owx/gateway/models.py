@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
+from owx.common.jsonvalues import encoded_size
 from owx.gateway import versions
 from owx.gateway.errors import UNSUPPORTED_KIND, ApiError, too_big
-from owx.common.jsonvalues import encoded_size
 from owx.gateway.names import check_name, check_namespace
 from owx.gateway.stores import MAX_DOC_BYTES
 from owx.platform.types import PYTHON_KINDS
@@ -98,6 +107,20 @@ def last_of_each_key(items: list[KeyValue] | None) -> list[KeyValue] | None:
     return list(kept.values())
 
 
+def _entries_size(items: Any) -> int | None:
+    """Bytes a raw ``{key, value}`` array will take as stored (one entry per key, as
+    :func:`last_of_each_key` keeps them); None when it is not such an array (validation says why)."""
+    if not isinstance(items, list):
+        return None
+    kept: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str) or "value" not in item:
+            return None
+        init = {"init": True} if item.get("init") is True else {}
+        kept[item["key"]] = {"key": item["key"], "value": item["value"], **init}
+    return encoded_size(list(kept.values()))
+
+
 def _check_size(field: str, value: Any, allowed: int) -> None:
     if value is not None:
         size = encoded_size(value.model_dump(exclude_none=True) if isinstance(value, BaseModel)
@@ -113,6 +136,19 @@ class AnnotatedBody(BaseModel):
     annotations: list[KeyValue] | None = None
     version: StrictStr | None = None
     publish: StrictBool | None = None
+    _KEY_VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("annotations",)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_values_within_limit(cls, body: Any) -> Any:
+        """A ``{key, value}`` array past its limit is a 413 before its entries are validated (the
+        megabytes a body may carry would be hundreds of thousands of entries: seconds of the GIL)."""
+        if isinstance(body, dict):
+            for field in cls._KEY_VALUE_FIELDS:
+                size = _entries_size(body.get(field))
+                if size is not None and size > PARAMETER_SIZE_LIMIT:
+                    raise too_big(field, size, PARAMETER_SIZE_LIMIT)
+        return body
 
     @field_validator("annotations")
     @classmethod
@@ -133,6 +169,7 @@ class EntityBody(AnnotatedBody):
     """What actions, packages and triggers carry."""
 
     parameters: list[KeyValue] | None = None
+    _KEY_VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("parameters", "annotations")
 
     @field_validator("parameters")
     @classmethod
