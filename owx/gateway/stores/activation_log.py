@@ -92,7 +92,10 @@ class ActivationLog:
     def replay(self) -> Replayed:
         """Read what earlier runs left (call once, before `append`): then write it again to a new
         segment and only then delete the old ones, so a second crash during start-up loses nothing.
-        Raises `StoreUnavailable` if the segments cannot be read or rewritten."""
+        That segment goes like any other once the database has committed its records (`committed`
+        with their sequence numbers), and appends go to a segment after it: a restart carries over
+        only what the database may lack. Raises `StoreUnavailable` if the segments cannot be read
+        or rewritten."""
         with self._lock:
             try:
                 old = sorted((p for p in self.directory.iterdir() if p.suffix == _SUFFIX and p.stem.isdigit()),
@@ -107,12 +110,16 @@ class ActivationLog:
                             accepted.setdefault(row.activation_id, row)
                 self._open = {aid: entry for aid, entry in accepted.items() if aid not in records}
                 last_alive = max((path.stat().st_mtime_ns // 1_000_000 for path in old), default=None)
-                self._start_segment(int(old[-1].stem) + 1 if old else 1, [*records.values(), *self._open.values()])
+                number = int(old[-1].stem) + 1 if old else 1
+                self._start_segment(number, [*records.values(), *self._open.values()])
                 for path in old:
                     path.unlink()
+                self._older.append((self._path(number), len(records)))
+                self._start_segment(number + 1, self._open.values())
             except OSError as err:
                 raise StoreUnavailable(f"cannot replay activation log {self.directory}: {err}") from err
-            self._seq = self._last_record = len(records)
+            self._seq = len(records)
+            self._drop_committed()  # nothing to commit: gone at once
             return Replayed(list(enumerate(records.values(), 1)), list(self._open.values()), last_alive)
 
     def append(self, row: Row) -> int:
