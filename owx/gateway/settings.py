@@ -81,6 +81,10 @@ class GatewaySettings(BaseModel):
     store: Literal["sqlite", "couchdb"] = "sqlite"
     couchdb_url: str = "http://127.0.0.1:5984"
     couchdb_prefix: str = "owx_"
+    couchdb_max_document_bytes: int = Field(8_000_000, ge=1_000_000, description="the largest document the "
+                                            "CouchDB server takes (its max_document_size; 8,000,000 by default "
+                                            "since CouchDB 3): an activation record past it keeps its logs' "
+                                            "first lines that fit, with a line saying so, instead of being refused")
     default_namespace: str = "guest"
     blocking_wait_s: float = Field(60.0, gt=0, description="a blocking invoke answers 202 after this")
     max_payload_bytes: int = Field(RESULT_BYTES, gt=0)

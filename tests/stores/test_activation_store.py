@@ -8,6 +8,8 @@ import uuid
 import pytest
 
 from owx.gateway.stores import ActivationStore, InvalidInput, StoreUnavailable
+from owx.gateway.stores.couch import DOCUMENT_MARGIN_BYTES, LOGS_CUT, CouchActivationStore
+from owx.gateway.stores.validation import encode_doc
 from tests.stores.conftest import Backend, activation
 
 SUMMARY_KEYS = {
@@ -212,3 +214,27 @@ def test_accepted_activations_are_unfinished_until_recorded_even_after_a_restart
     assert reopened.get("guest", done["activationId"]) == done
     reopened.put(left).result(10)
     assert reopened.unfinished() == []
+
+
+def test_a_couchdb_record_past_the_document_limit_is_stored_with_its_first_log_lines(
+        tmp_path, couchdb_url: str, couch_prefix: str) -> None:
+    """CouchDB 3 refuses documents past its max_document_size (8,000,000 bytes by default) and a
+    record may carry 10 MB of logs: refused, it would be lost after its 200. It keeps the log lines
+    that fit, and says so. (pouchdb-server, which the tests run, has no such limit: the test sets a
+    smaller one and checks what is written.)"""
+    limit = 1_000_000
+    store = CouchActivationStore(couchdb_url, couch_prefix, tmp_path / "log", max_document_bytes=limit)
+    logs = [f"2024-01-01T00:00:00.000000Z stdout: line {n:05d} ünï " + "x" * 100 for n in range(20_000)]
+    record = activation("guest", "chatty", 1000, logs=logs)
+    try:
+        store.put(record)
+        store.flush(30)
+        stored = store.get("guest", record["activationId"])
+    finally:
+        store.close()
+    assert stored is not None
+    assert stored["logs"][-1] == LOGS_CUT.format(limit=limit - DOCUMENT_MARGIN_BYTES)
+    kept = stored["logs"][:-1]
+    assert kept == logs[:len(kept)]
+    assert limit - DOCUMENT_MARGIN_BYTES - 400 < len(encode_doc(stored).encode()) <= limit - DOCUMENT_MARGIN_BYTES
+    assert {k: v for k, v in stored.items() if k != "logs"} == {k: v for k, v in record.items() if k != "logs"}

@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 _DB_NAME = re.compile(r"[a-z][a-z0-9_$()+/-]*")
 _DESIGN = "owx"
 ACCEPTED_PREFIX = "accepted:"  # ids of the accepted-activation entries older versions kept here
+DOCUMENT_MARGIN_BYTES = 64 * 1024  # an activation document's fields besides its record (the summary)
+LOGS_CUT = "Logs were cut to keep the activation record within the store's document limit of {limit} bytes."
 
 _ENTITY_VIEWS = {
     "by_updated": {
@@ -313,6 +315,18 @@ class CouchEntityStore:
             self._couch.close()
 
 
+def logs_cut_to(record: dict[str, Any], size: int) -> dict[str, Any]:
+    """``record`` with as many of its first log lines as keep its JSON within ``size`` bytes, and a
+    last line saying the rest was cut (a record over the server's document limit would be refused,
+    and lost)."""
+    note = LOGS_CUT.format(limit=size)
+    logs = list(record.get("logs") or [])
+    excess = len(encode_doc(record).encode()) + len(json.dumps(note)) + 1 - size
+    while logs and excess > 0:
+        excess -= len(json.dumps(logs.pop(), ensure_ascii=False).encode()) + 1
+    return {**record, "logs": [*logs, note]}
+
+
 class CouchActivationStore(WrittenBehind):
     """`ActivationStore` in CouchDB database ``<prefix>activations``, written behind with ``_bulk_docs``;
     rows are durable once in the activation log (a directory, or an `ActivationLog`), which is this
@@ -326,8 +340,10 @@ class CouchActivationStore(WrittenBehind):
         timeout_s: float = 30.0,
         read_flush_timeout_s: float = 30.0,
         writer: WriterOptions | None = None,
+        max_document_bytes: int = 8_000_000,
     ) -> None:
         self._couch = CouchDatabase(url, f"{prefix}activations", _ACTIVATION_VIEWS, timeout_s)
+        self._max_document_bytes = max_document_bytes
         self._db = self._couch.db
         self._read_flush_timeout_s = read_flush_timeout_s
         self._closed = False
@@ -352,6 +368,8 @@ class CouchActivationStore(WrittenBehind):
         docs = []
         for row in records:
             record = json.loads(row.text)
+            if len(row.text.encode()) > self._max_document_bytes - DOCUMENT_MARGIN_BYTES:
+                record = logs_cut_to(record, self._max_document_bytes - DOCUMENT_MARGIN_BYTES)
             docs.append({"_id": row.activation_id, "namespace": row.namespace, "name": row.name,
                          "start": row.start, "summary": summary(record), "record": record})
         with self._couch.errors():

@@ -32,7 +32,8 @@ def open_stores(settings: Settings) -> tuple[EntityStore, ActivationStore]:
     activation_log = settings.data_dir / ACTIVATION_LOG
     if gateway.store == "couchdb":
         open_entities = partial(CouchEntityStore, gateway.couchdb_url, gateway.couchdb_prefix)
-        open_activations = partial(CouchActivationStore, gateway.couchdb_url, gateway.couchdb_prefix, activation_log)
+        open_activations = partial(CouchActivationStore, gateway.couchdb_url, gateway.couchdb_prefix, activation_log,
+                                   max_document_bytes=gateway.couchdb_max_document_bytes)
     else:
         open_entities = partial(SQLiteEntityStore, settings.entity_db)
         open_activations = partial(SQLiteActivationStore, settings.data_dir / ACTIVATIONS_DB, activation_log)
