@@ -92,3 +92,31 @@ except OSError as exc:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PYTHONPATH": ""})
     return done.stdout.strip() or done.stderr
+
+
+def _tables() -> set[str]:
+    listed = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True, check=True).stdout
+    return {line.removeprefix("table inet ").strip() for line in listed.splitlines()}
+
+
+def test_a_new_firewall_deletes_the_tables_of_dead_instances_and_keeps_live_ones():
+    """A killed instance leaves its table; the next instance may take another block, so nothing
+    would replace it. A new firewall deletes every table whose block no live instance holds."""
+    three = SandboxSettings(uid_base=60_000_000 + secrets.randbelow(1000) * 3 * BLOCK_UIDS, uid_count=3 * BLOCK_UIDS)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(three.uid_base), str(three.uid_count)],
+                              stdout=subprocess.PIPE, text=True)
+    live = dead = ours = None
+    try:
+        live = HostFirewall(UidBlock(int(holder.stdout.readline()), BLOCK_UIDS, -1))  # the live holder's
+        dead = HostFirewall(UidBlock(three.uid_base + 2 * BLOCK_UIDS, BLOCK_UIDS, -1))  # as a killed one left it
+        block = UidBlock.lease(three)
+        ours = HostFirewall(block)
+        assert live.table in _tables() and ours.table in _tables()
+        assert dead.table not in _tables()
+        block.release()
+    finally:
+        holder.kill()
+        holder.wait()
+        for firewall in (live, ours):
+            if firewall is not None:
+                firewall.close()

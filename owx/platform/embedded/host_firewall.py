@@ -12,7 +12,7 @@ store's port, and ``sandbox.host_ports``. Of other machines, the link-local ones
 and ``fd00:ec2::254`` are refused too: there a cloud's instance metadata service hands out the
 machine's credentials.
 Traffic to other machines is otherwise untouched. The next holder of a block replaces a table its
-dead predecessor left.
+dead predecessor left, and a new firewall deletes the tables of blocks no live instance holds.
 
 Docker containers (blackbox actions, the ``docker`` platform kind) have network namespaces of their
 own, on the instance's own Docker network (bridge ``owxd<first uid>``, no traffic between its
@@ -37,9 +37,11 @@ import subprocess
 import threading
 from collections.abc import Iterable
 
+from owx.platform.embedded import uid_block
 from owx.platform.embedded.uid_block import UidBlock
 
 log = logging.getLogger(__name__)
+TABLE_PREFIX = "owx_sandbox_"
 METADATA_V6 = "fd00:ec2::254"  # AWS's instance metadata over IPv6; over IPv4 every cloud's is in 169.254.0.0/16
 
 
@@ -51,7 +53,8 @@ class HostFirewall:
     """The nftables table that keeps one uid block's sockets off this machine's services."""
 
     def __init__(self, block: UidBlock, open_ports: Iterable[int] = ()) -> None:
-        self.table = f"owx_sandbox_{block.first}"
+        self.table = f"{TABLE_PREFIX}{block.first}"
+        _delete_dead_tables()
         self._open: set[int] = set()
         self._lock = threading.Lock()
         uids, bridge = f"{block.first}-{block.last}", docker_bridge(block.first)
@@ -100,6 +103,24 @@ table inet {self.table} {{
             _nft(f"delete table inet {self.table}\n")
         except FirewallError as exc:
             log.warning("could not remove the firewall table %s: %s", self.table, exc)
+
+
+def _delete_dead_tables() -> None:
+    """Delete the tables of instances that died without deleting theirs (killed), unless a live
+    instance holds their block again."""
+    try:
+        listed = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True, timeout=30,
+                                check=False)
+    except FileNotFoundError:
+        return  # the table's own creation says what is missing
+    for line in listed.stdout.splitlines():
+        name = line.removeprefix("table inet ").strip()
+        first = name.removeprefix(TABLE_PREFIX)
+        if name.startswith(TABLE_PREFIX) and first.isdigit() and not uid_block.held(int(first)):
+            try:
+                _nft(f"delete table inet {name}\n")
+            except FirewallError as exc:  # another instance deleted it first
+                log.info("the dead instance's firewall table %s: %s", name, exc)
 
 
 def docker_bridge(first_uid: int) -> str:

@@ -51,3 +51,18 @@ class UidBlock:
 
     def release(self) -> None:
         os.close(self.lock_fd)
+
+
+def held(first: int) -> bool:
+    """Whether a live instance holds the block that starts at ``first`` (a dead one's lock is gone)."""
+    try:
+        fd = os.open(LOCK_DIR / str(first), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops the lock if it was taken
+    return False
