@@ -238,6 +238,16 @@ class Cgroup:
         except CgroupError:
             return []
 
+    def freeze(self, frozen: bool) -> bool:
+        """Freeze (or thaw) every process of the group through the v2 hierarchy's ``cgroup.freeze``
+        (on a v1 system its ``unified`` mount, which the group's processes join); False where there
+        is none (no v2 hierarchy, or a kernel before 5.2). A frozen process still dies of SIGKILL."""
+        directory = self.unified_dir()
+        if directory is None or not (directory / "cgroup.freeze").exists():
+            return False
+        _write(directory / "cgroup.freeze", "1" if frozen else "0")
+        return True
+
     def kill_all(self, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to every process in the group."""
         for pid in self.pids():

@@ -50,6 +50,9 @@ class PlatformSettings(BaseModel):
                                    "machine's cores (more at once end none sooner: see start_turns)")
     stem_memory_mb: int = Field(256, ge=128, description="memory of a prewarmed stem cell (OpenWhisk's prewarm)")
     idle_evict_s: float = Field(600.0, gt=0, description="idle warm containers are removed after this")
+    pause_grace_s: float = Field(0.05, ge=0, description="a warm container idle this long is paused (every process "
+                                 "of it frozen) until its next activation, as OpenWhisk's invoker pauses idle "
+                                 "containers after its pause grace; 0: never paused")
     fair_keep_idle_s: float = Field(
         30.0, ge=0, description="while the node's memory is contended, an idle container of a tenant holding less "
         "than the one asking is kept from its eviction for this long after its last run (its next call stays warm)")

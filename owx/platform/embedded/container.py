@@ -70,6 +70,7 @@ class Container(ABC):
         # the tenant it runs for (``ActionSpec.tenant``: the caller of a published action, not its
         # owner): its gid, its directory, its shares; once assigned
         self.namespace: str | None = None
+        self.paused = False  # its processes frozen while it is idle (see pause)
         self.proxy: ProxyClient | None = None
         self._watcher = watcher
         self._notifier = notifier
@@ -153,6 +154,23 @@ class Container(ABC):
         return self._kills_known
 
     # -- control -------------------------------------------------------------
+    def pause(self) -> None:
+        """Stop every process of the idle container until :meth:`resume` (OpenWhisk pauses idle
+        containers): what an action left running after its activation (a daemon, a busy thread)
+        takes no CPU and prints nothing meanwhile. A no-op where the backend cannot."""
+        if not self.paused and self._freeze(True):
+            self.paused = True
+
+    def resume(self) -> None:
+        """Let a paused container's processes run again (before its next activation)."""
+        if self.paused:
+            self.paused = False
+            self._freeze(False)
+
+    def _freeze(self, frozen: bool) -> bool:
+        """Freeze or thaw the container's processes; False if this backend cannot."""
+        return False
+
     def kill(self, reason: DeathReason) -> None:
         """Stop the container now because of ``reason``; listeners hear that reason."""
         with self._lock:

@@ -115,6 +115,8 @@ class ContainerPool:
         self.budget_bytes = settings.user_memory_mb * MB
         self.stem_target = settings.stem_cells
         self.idle_evict_s = settings.idle_evict_s
+        self.pause_grace_s = settings.pause_grace_s
+        self._reaper_dozing = False  # the reaper sleeps its long period: a container going idle wakes it
         self._start_turns = StartTurns(settings.starts_per_tenant or 2 * len(os.sched_getaffinity(0)))
         self._slots = SlotTable()
         self._evicting = 0  # bytes of containers being destroyed (still held in the ledger)
@@ -205,6 +207,7 @@ class ContainerPool:
         started = time.time()
         container = slot.container
         try:
+            container.resume()
             oom_before = container.oom_kills_before_run()
             try:
                 body = jsonvalues.dumps(request.payload(_deadline_ms(spec)))
@@ -654,6 +657,7 @@ class ContainerPool:
     # -- running -----------------------------------------------------------------------
     def _run_on(self, slot: Slot, spec: ActionSpec, request: RunRequest, started: float) -> RunOutcome:
         container = slot.container
+        container.resume()
         oom_before = container.oom_kills_before_run()
         try:
             response = container.run(request.payload(_deadline_ms(spec)), spec.timeout_ms / 1000, spec.result_bytes)
@@ -726,6 +730,9 @@ class ContainerPool:
             if self._waiting:
                 self._cond.notify_all()
             turn = self._next_waiter(slot)
+            if turn is None and self._reaper_dozing and self.pause_grace_s and slot.idle:
+                self._reaper_dozing = False
+                self._reap_now.set()  # to pause it after the grace, not after the long period
         if turn is not None:
             _resolve(turn, slot, self._release)
 
@@ -855,15 +862,18 @@ class ContainerPool:
         self._reap_now.set()  # the reaper sheds an overcommit
 
     def _reap_idle(self) -> None:
-        """Remove idle warm containers after ``idle_evict_s``, and idle ones of any age while others'
-        forced holds keep the node over its budget."""
-        period = min(1.0, self.idle_evict_s / 4)
+        """Pause warm containers idle for ``pause_grace_s``; remove idle warm containers after
+        ``idle_evict_s``, and idle ones of any age while others' forced holds keep the node over its
+        budget."""
+        long_period = min(1.0, self.idle_evict_s / 4)
+        period = long_period
         while True:
             self._reap_now.wait(period)
             self._reap_now.clear()
             with self._cond:
                 if self._closed:
                     return
+                period = self._pause_idle(long_period)
                 cutoff = time.monotonic() - self.idle_evict_s
                 stale = [s for s in self._slots.values() if s.state == "warm" and s.idle and s.last_used < cutoff]
                 over = -(self.ledger.free(self.node) + self._evicting)
@@ -879,6 +889,20 @@ class ContainerPool:
                     self._cond.notify_all()
             for slot in stale:
                 self._destroy(slot)
+
+    def _pause_idle(self, long_period: float) -> float:
+        """Pause the warm containers idle for the pause grace (under the lock, so none is claimed
+        meanwhile); the reaper's next period: the grace while others may come due, else ``long_period``."""
+        if not self.pause_grace_s:
+            return long_period
+        now = time.monotonic()
+        due = [s for s in self._slots.values() if s.state == "warm" and s.idle and not s.container.paused]
+        for slot in due:
+            if now - slot.last_used >= self.pause_grace_s:
+                slot.container.pause()
+        coming = [s.last_used + self.pause_grace_s - now for s in due if not s.container.paused]
+        self._reaper_dozing = not coming
+        return max(0.005, min(coming)) if coming else long_period
 
     def _info(self, slot: Slot) -> ContainerInfo:
         container = slot.container
