@@ -81,6 +81,10 @@ class GatewaySettings(BaseModel):
     store: Literal["sqlite", "couchdb"] = "sqlite"
     couchdb_url: str = "http://127.0.0.1:5984"
     couchdb_prefix: str = "owx_"
+    activation_mb_per_namespace: int = Field(1024, ge=0, description="the activation records a namespace keeps in "
+                                             "the SQLite store, its newest (past it, its oldest are deleted: see "
+                                             "owx.gateway.stores.retention); 0: all. A CouchDB's retention is "
+                                             "its operator's, as OpenWhisk's is")
     couchdb_max_document_bytes: int = Field(8_000_000, ge=1_000_000, description="the largest document the "
                                             "CouchDB server takes (its max_document_size; 8,000,000 by default "
                                             "since CouchDB 3): an activation record past it keeps its logs' "

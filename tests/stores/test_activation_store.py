@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import uuid
 
@@ -9,6 +10,7 @@ import pytest
 
 from owx.gateway.stores import ActivationStore, InvalidInput, StoreUnavailable
 from owx.gateway.stores.couch import DOCUMENT_MARGIN_BYTES, LOGS_CUT, CouchActivationStore
+from owx.gateway.stores.sqlite import SQLiteActivationStore
 from owx.gateway.stores.validation import encode_doc
 from tests.stores.conftest import Backend, activation
 
@@ -238,3 +240,60 @@ def test_a_couchdb_record_past_the_document_limit_is_stored_with_its_first_log_l
     assert kept == logs[:len(kept)]
     assert limit - DOCUMENT_MARGIN_BYTES - 400 < len(encode_doc(stored).encode()) <= limit - DOCUMENT_MARGIN_BYTES
     assert {k: v for k, v in stored.items() if k != "logs"} == {k: v for k, v in record.items() if k != "logs"}
+
+
+def _flood_and_quiet(store: SQLiteActivationStore, starts: range) -> list[dict]:
+    """Records of ``flood`` with 2 KB of logs each, for ``starts``; and three of ``quiet``, written first."""
+    for start in range(3):
+        store.put(activation("quiet", "q", start))
+    flood = [activation("flood", "f", start, logs=["x" * 2000]) for start in starts]
+    for record in flood:
+        store.put(record)
+    store.flush(30)
+    return flood
+
+
+def test_a_namespace_keeps_its_newest_records_within_its_bound_and_others_keep_theirs(tmp_path) -> None:
+    """One tenant printing megabytes per activation in a loop filled the disk every tenant's records
+    are on. With a bound, that namespace loses its oldest records, nobody else's, across a restart too;
+    with none (the control) every record stays."""
+    bound = 200_000
+    store = SQLiteActivationStore(tmp_path / "a.db", tmp_path / "log", max_namespace_bytes=bound)
+    flood = _flood_and_quiet(store, range(1000, 1500))  # about 1.2 MB
+    store.close()
+    store = SQLiteActivationStore(tmp_path / "a.db", tmp_path / "log", max_namespace_bytes=bound)
+    flood += _flood_and_quiet(store, range(2000, 2300))
+    try:
+        kept = store.list("flood", limit=0, docs=True)
+        assert 0.8 * bound < sum(len(encode_doc(r).encode()) for r in kept) <= bound
+        assert [r["activationId"] for r in kept] == [r["activationId"] for r in reversed(flood[-len(kept):])]
+        assert store.get("flood", flood[0]["activationId"]) is None
+        assert store.count("quiet") == 6
+    finally:
+        store.close()
+    unbounded = SQLiteActivationStore(tmp_path / "b.db", tmp_path / "log-b")
+    try:
+        _flood_and_quiet(unbounded, range(1000, 1500))
+        assert unbounded.count("flood") == 500
+    finally:
+        unbounded.close()
+
+
+def test_records_an_older_version_stored_are_counted_against_the_bound(tmp_path) -> None:
+    """Its table had no sizes: they are worked out at the first open, so its records are trimmed too."""
+    conn = sqlite3.connect(tmp_path / "old.db")
+    conn.execute("CREATE TABLE activations (activation_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, "
+                 "name TEXT NOT NULL, start INTEGER NOT NULL, record TEXT NOT NULL)")
+    old = [activation("flood", "f", start, logs=["x" * 2000]) for start in range(100)]
+    conn.executemany("INSERT INTO activations VALUES (?, ?, ?, ?, ?)",
+                     [(r["activationId"], "flood", "f", r["start"], encode_doc(r)) for r in old])
+    conn.commit()
+    conn.close()
+    store = SQLiteActivationStore(tmp_path / "old.db", tmp_path / "log", max_namespace_bytes=100_000)
+    try:
+        store.put(new := activation("flood", "f", 500))
+        store.flush(30)
+        assert store.get("flood", new["activationId"]) == new
+        assert 30 < store.count("flood") < 45  # of 101 records of about 2.3 KB
+    finally:
+        store.close()

@@ -36,7 +36,8 @@ def open_stores(settings: Settings) -> tuple[EntityStore, ActivationStore]:
                                    max_document_bytes=gateway.couchdb_max_document_bytes)
     else:
         open_entities = partial(SQLiteEntityStore, settings.entity_db)
-        open_activations = partial(SQLiteActivationStore, settings.data_dir / ACTIVATIONS_DB, activation_log)
+        open_activations = partial(SQLiteActivationStore, settings.data_dir / ACTIVATIONS_DB, activation_log,
+                                   max_namespace_bytes=gateway.activation_mb_per_namespace * 1024 * 1024)
     entities = open_entities()
     try:
         return entities, open_activations()

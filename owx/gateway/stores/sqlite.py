@@ -18,9 +18,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from owx.gateway.stores import retention
 from owx.gateway.stores.activation_log import ActivationLog
 from owx.gateway.stores.activations import ActivationRow, summary, to_accepted
-from owx.gateway.stores.base import AUTH_COLLECTION, AUTH_UUID_FIELD, Conflict, Entity, StoreUnavailable
+from owx.gateway.stores.base import (
+    AUTH_COLLECTION,
+    AUTH_UUID_FIELD,
+    Conflict,
+    Entity,
+    StoreUnavailable,
+)
 from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.ownership import own
 from owx.gateway.stores.validation import (
@@ -60,7 +67,8 @@ CREATE TABLE IF NOT EXISTS activations (
     namespace     TEXT NOT NULL,
     name          TEXT NOT NULL,
     start         INTEGER NOT NULL,
-    record        TEXT NOT NULL
+    record        TEXT NOT NULL,
+    size          INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS activations_by_start ON activations (namespace, start DESC, activation_id DESC);
 CREATE INDEX IF NOT EXISTS activations_by_name ON activations (namespace, name, start DESC, activation_id DESC);
@@ -248,7 +256,8 @@ ROWS_PER_STATEMENT = 500  # 2,500 parameters, within SQLite's 32,766
 
 @functools.lru_cache(maxsize=64)
 def _insert_rows(rows: int) -> str:
-    return "INSERT OR IGNORE INTO activations VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * rows)
+    return ("INSERT OR IGNORE INTO activations (activation_id, namespace, name, start, record, size) VALUES "
+            + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows))
 
 
 def _check_rev(key: tuple[str, str, str], current: str | None, rev: str | None) -> None:
@@ -268,7 +277,9 @@ class SQLiteActivationStore(WrittenBehind):
     in the activation log (a directory, or an `ActivationLog`)."""
 
     def __init__(self, path: Path, activation_log: ActivationLog | Path, read_flush_timeout_s: float = 10.0,
-                 writer: WriterOptions | None = None) -> None:
+                 writer: WriterOptions | None = None, max_namespace_bytes: int = 0) -> None:
+        """``max_namespace_bytes``: the records a namespace keeps, its newest (see
+        :mod:`owx.gateway.stores.retention`); 0: all of them."""
         self._db = _OwnedDatabase(path, _ACTIVATION_SCHEMA)
         self._lock = threading.Lock()
         self._read_flush_timeout_s = read_flush_timeout_s
@@ -276,6 +287,10 @@ class SQLiteActivationStore(WrittenBehind):
         try:
             self._read_conn = self._db.connect()
             self._write_conn = self._db.connect()
+            with _sqlite_errors(path):
+                retention.add_sizes(self._write_conn)
+                self._bound = retention.NamespaceBound(self._write_conn, max_namespace_bytes) \
+                    if max_namespace_bytes else None
         except BaseException:
             self._db.release()
             raise
@@ -296,11 +311,16 @@ class SQLiteActivationStore(WrittenBehind):
         lock for every statement it steps and takes it again after, and each such hand-over stalls
         the gateway's event loop, which holds the lock whenever it runs (per record, that was most of
         what a commit cost a warm invocation)."""
-        values = [field for r in records for field in (r.activation_id, r.namespace, r.name, r.start, r.text)]
+        sizes = [len(r.text.encode()) for r in records]
+        values = [field for r, size in zip(records, sizes)
+                  for field in (r.activation_id, r.namespace, r.name, r.start, r.text, size)]
         with _sqlite_errors(self._db.path), _transaction(self._write_conn):
             for first in range(0, len(records), ROWS_PER_STATEMENT):
                 rows = min(ROWS_PER_STATEMENT, len(records) - first)
-                self._write_conn.execute(_insert_rows(rows), values[first * 5:(first + rows) * 5])
+                self._write_conn.execute(_insert_rows(rows), values[first * 6:(first + rows) * 6])
+            if self._bound is not None:
+                for namespace in self._bound.added(zip(records, sizes)):
+                    self._bound.trim(self._write_conn, namespace)
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
         with self._lock, _sqlite_errors(self._db.path):

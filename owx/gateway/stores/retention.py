@@ -1,0 +1,74 @@
+"""How many bytes of activation records a namespace keeps in the SQLite store: its newest, within a bound.
+
+Records are never deleted otherwise, and an action may print 10 MB per activation: one tenant
+invoking such an action in a loop filled the data disk every tenant's stores are on at 8 MB/s.
+With a bound, a namespace past it loses its oldest records until it holds 90% of the bound (the
+rest of the bound is room before the next trim); other namespaces' records are untouched. Each
+record's size is kept in its row (``size``) and indexed with its age, so finding the oldest to
+delete reads no record.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from owx.gateway.stores.activations import ActivationRow
+
+KEPT_AFTER_TRIM = 0.9  # of the bound
+_BY_AGE = "CREATE INDEX IF NOT EXISTS activations_by_age ON activations (namespace, start, activation_id, size)"
+_DELETE_CHUNK = 500
+
+
+def add_sizes(conn: sqlite3.Connection) -> None:
+    """Give a table older versions made its ``size`` column (each record's bytes), and the index."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(activations)")}
+    if "size" not in columns:
+        conn.execute("ALTER TABLE activations ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
+        conn.execute("UPDATE activations SET size = length(CAST(record AS BLOB))")
+    conn.execute(_BY_AGE)
+
+
+class NamespaceBound:
+    """The bytes of records each namespace holds (kept up to date by the store's one writer thread),
+    and the trimming of a namespace past ``max_bytes``."""
+
+    def __init__(self, conn: sqlite3.Connection, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._held: dict[str, int] = dict(
+            conn.execute("SELECT namespace, sum(size) FROM activations GROUP BY namespace").fetchall())
+
+    def added(self, rows: Iterable[tuple[ActivationRow, int]]) -> list[str]:
+        """Count committed ``(row, size)``s in; the namespaces that may now be past the bound (a row
+        the store already had, replayed after a restart, is counted again: `trim` counts exactly)."""
+        touched = set()
+        for row, size in rows:
+            self._held[row.namespace] = self._held.get(row.namespace, 0) + size
+            touched.add(row.namespace)
+        return [namespace for namespace in touched if self._held[namespace] > self.max_bytes]
+
+    def trim(self, conn: sqlite3.Connection, namespace: str) -> int:
+        """Delete ``namespace``'s oldest records until it holds ``KEPT_AFTER_TRIM`` of the bound
+        (the caller's transaction); the records deleted."""
+        (held,) = conn.execute("SELECT coalesce(sum(size), 0) FROM activations WHERE namespace=?",
+                               (namespace,)).fetchone()
+        self._held[namespace] = held
+        if held <= self.max_bytes:
+            return 0
+        excess = held - int(self.max_bytes * KEPT_AFTER_TRIM)
+        doomed, freed = [], 0
+        cursor = conn.execute("SELECT activation_id, size FROM activations WHERE namespace=? "
+                              "ORDER BY start, activation_id", (namespace,))
+        try:
+            for activation_id, size in cursor:
+                if freed >= excess:
+                    break
+                doomed.append(activation_id)
+                freed += size
+        finally:
+            cursor.close()
+        for first in range(0, len(doomed), _DELETE_CHUNK):
+            chunk = doomed[first:first + _DELETE_CHUNK]
+            conn.execute(f"DELETE FROM activations WHERE activation_id IN ({', '.join('?' * len(chunk))})", chunk)
+        self._held[namespace] -= freed
+        return len(doomed)
