@@ -81,6 +81,9 @@ class GatewaySettings(BaseModel):
     store: Literal["sqlite", "couchdb"] = "sqlite"
     couchdb_url: str = "http://127.0.0.1:5984"
     couchdb_prefix: str = "owx_"
+    entity_mb_per_namespace: int = Field(1024, ge=0, description="what a namespace's actions, packages, triggers "
+                                         "and rules may take together, as stored JSON (a write past it: 403); "
+                                         "0: no bound")
     activation_mb_per_namespace: int = Field(1024, ge=0, description="the activation records a namespace keeps in "
                                              "the SQLite store, its newest (past it, its oldest are deleted: see "
                                              "owx.gateway.stores.retention); 0: all. A CouchDB's retention is "

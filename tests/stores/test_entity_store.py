@@ -8,7 +8,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from owx.gateway.stores import AUTH_COLLECTION, MAX_DOC_BYTES, Conflict, Entity, EntityStore, InvalidInput
+from owx.gateway.stores import (
+    AUTH_COLLECTION,
+    MAX_DOC_BYTES,
+    Conflict,
+    Entity,
+    EntityStore,
+    InvalidInput,
+    QuotaExceeded,
+)
+from tests.stores.conftest import Backend
 
 ODD_NAMES = [
     "pkg/hello",
@@ -242,3 +251,32 @@ def test_concurrent_creates_of_one_name_have_one_winner(entities: EntityStore) -
     for w in workers:
         w.join()
     assert sorted(results) == ["conflict"] * 7 + ["created"]
+
+
+def test_a_namespaces_entities_take_at_most_its_bound_and_others_are_untouched(backend: Backend) -> None:
+    """One tenant creating 13 MB actions in a loop filled the disk every tenant's stores are on. A
+    write that would take its namespace's entities past the bound is refused; shrinking, deleting,
+    other namespaces and keys still go; a new store (a restart) counts what is there."""
+    store = backend.entities(max_namespace_bytes=100_000)
+    doc = {"exec": {"kind": "python:3", "code": "#" * 30_000}}
+    saved = [store.put("flood", "actions", f"a{n}", doc, None) for n in range(3)]
+    with pytest.raises(QuotaExceeded, match="limit of 100000 bytes"):
+        store.put("flood", "actions", "a3", doc, None)
+    with pytest.raises(QuotaExceeded):
+        store.put("flood", "triggers", "t", {"parameters": [{"key": "k", "value": "v" * 30_000}]}, None)
+    assert store.get("flood", "actions", "a3") is None
+    store.put("other", "actions", "a0", doc, None)
+    store.put("flood", AUTH_COLLECTION, "key", {"uuid": "u", "key": "k" * 30_000}, None)
+    smaller = store.put("flood", "actions", "a0", {"exec": {"kind": "python:3", "code": "#"}}, saved[0].rev)
+    store.put("flood", "actions", "a3", doc, None)  # room again
+    with pytest.raises(QuotaExceeded):
+        store.put("flood", "actions", "a0", doc, smaller.rev)  # growing back is not
+    store.close()
+    again = backend.entities(max_namespace_bytes=100_000)
+    with pytest.raises(QuotaExceeded):
+        again.put("flood", "actions", "a4", doc, None)
+    assert again.delete("flood", "actions", "a1")
+    again.put("flood", "actions", "a4", doc, None)
+    again.close()
+    unbounded = backend.entities()
+    unbounded.put("flood", "actions", "a5", doc, None)  # the control: without a bound it goes

@@ -10,6 +10,7 @@ from owx.gateway.stores.base import (
     Entity,
     EntityStore,
     InvalidInput,
+    QuotaExceeded,
     StoreError,
     StoreUnavailable,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "Entity",
     "EntityStore",
     "InvalidInput",
+    "QuotaExceeded",
     "StoreError",
     "StoreUnavailable",
     "WriterOptions",

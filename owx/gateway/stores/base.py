@@ -32,6 +32,19 @@ class InvalidInput(StoreError, ValueError):
     """A key, revision or document the store refuses; nothing was written."""
 
 
+class QuotaExceeded(StoreError):
+    """The write would make a namespace's entities take more than the store lets one; nothing was written."""
+
+
+def check_quota(max_bytes: int, namespace: str, held: int, old: int, new: int) -> None:
+    """Raise `QuotaExceeded` if replacing ``old`` bytes of ``namespace``'s entities (which take
+    ``held``) by ``new`` passes ``max_bytes`` (0: no bound). A write that grows nothing always passes,
+    so a namespace past its bound can still shrink and delete."""
+    if max_bytes and new > old and held - old + new > max_bytes:
+        raise QuotaExceeded(f"The namespace's entities would take {held - old + new} bytes, more than its limit of "
+                            f"{max_bytes} bytes: delete or shrink some first.")
+
+
 @dataclass(frozen=True)
 class Entity:
     """One stored entity. ``doc`` is the caller's own copy: mutating it changes nothing stored."""

@@ -42,6 +42,7 @@ from owx.gateway.stores.base import (
     InvalidInput,
     StoreError,
     StoreUnavailable,
+    check_quota,
 )
 from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.validation import (
@@ -71,6 +72,13 @@ LOGS_CUT = "Logs were cut to keep the activation record within the store's docum
 _ENTITY_VIEWS = {
     "by_updated": {
         "map": "function (doc) { if (doc.collection) { emit([doc.namespace, doc.collection, doc.updated], doc.name); } }"
+    },
+    # a namespace's entities' bytes (its key aside): ``size`` as written (a document written before
+    # sizes were kept: its JSON's length in JavaScript's characters)
+    "bytes_by_namespace": {
+        "map": "function (doc) { if (doc.collection && doc.collection !== " + json.dumps(AUTH_COLLECTION)
+        + ") { emit(doc.namespace, doc.size || JSON.stringify(doc.doc).length); } }",
+        "reduce": "_sum",
     },
     "by_auth_uuid": {
         "map": "function (doc) { if (doc.collection === "
@@ -170,10 +178,14 @@ def _to_entity(body: dict[str, Any]) -> Entity:
 
 
 class CouchEntityStore:
-    """`EntityStore` in CouchDB database ``<prefix>entities``."""
+    """`EntityStore` in CouchDB database ``<prefix>entities``; a namespace's entities (not its key)
+    take at most ``max_namespace_bytes`` (0: no bound), as their JSON (gateways sharing the database
+    may together pass it by the writes they make at the same moment)."""
 
-    def __init__(self, url: str, prefix: str, cache_ttl_s: float = 1.0, timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, prefix: str, cache_ttl_s: float = 1.0, timeout_s: float = 30.0,
+                 max_namespace_bytes: int = 0) -> None:
         self._couch = CouchDatabase(url, f"{prefix}entities", _ENTITY_VIEWS, timeout_s)
+        self._max_namespace_bytes = max_namespace_bytes
         self._db = self._couch.db
         self._cache = EntityCache(ttl_s=cache_ttl_s)
         self._clock = UpdateClock()
@@ -210,6 +222,10 @@ class CouchEntityStore:
             if self._fetch(key) is None:
                 raise Conflict(f"{describe(key)} does not exist (revision {rev!r:.80} given)")
             raise Conflict(f"{describe(key)} is at another revision than {rev!r:.80}")
+        size = len(text.encode())
+        if self._max_namespace_bytes and collection != AUTH_COLLECTION:
+            current = self._fetch(key) if rev is not None else None
+            check_quota(self._max_namespace_bytes, key[0], self._held_bytes(key[0]), (current or {}).get("size", 0), size)
         updated = self._clock.next()
         body: dict[str, Any] = {
             "_id": _entity_id(key),
@@ -217,6 +233,7 @@ class CouchEntityStore:
             "collection": key[1],
             "name": key[2],
             "updated": updated,
+            "size": size,
             "doc": doc,
         }
         if rev is not None:
@@ -230,6 +247,11 @@ class CouchEntityStore:
         finally:
             self._cache.invalidate(key, auth=collection == AUTH_COLLECTION)
         return Entity(*key, new_rev, updated, json.loads(text))
+
+    def _held_bytes(self, namespace: str) -> int:
+        with self._call():
+            rows = self._db.view(f"{_DESIGN}/bytes_by_namespace", key=namespace, group=True).rows
+        return int(rows[0].value) if rows else 0
 
     def delete(self, namespace: str, collection: str, name: str, rev: str | None = None) -> bool:
         key = check_key(namespace, collection, name)

@@ -11,6 +11,7 @@ from owx.gateway.stores.couch import CouchActivationStore, CouchEntityStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore, SQLiteEntityStore
 
 ACTIVATIONS_DB = "activations.db"
+MB = 1024 * 1024
 ACTIVATION_LOG = "activation-log"
 
 
@@ -31,13 +32,14 @@ def open_stores(settings: Settings) -> tuple[EntityStore, ActivationStore]:
     gateway = settings.gateway
     activation_log = settings.data_dir / ACTIVATION_LOG
     if gateway.store == "couchdb":
-        open_entities = partial(CouchEntityStore, gateway.couchdb_url, gateway.couchdb_prefix)
+        open_entities = partial(CouchEntityStore, gateway.couchdb_url, gateway.couchdb_prefix,
+                                max_namespace_bytes=gateway.entity_mb_per_namespace * MB)
         open_activations = partial(CouchActivationStore, gateway.couchdb_url, gateway.couchdb_prefix, activation_log,
                                    max_document_bytes=gateway.couchdb_max_document_bytes)
     else:
-        open_entities = partial(SQLiteEntityStore, settings.entity_db)
+        open_entities = partial(SQLiteEntityStore, settings.entity_db, max_namespace_bytes=gateway.entity_mb_per_namespace * MB)
         open_activations = partial(SQLiteActivationStore, settings.data_dir / ACTIVATIONS_DB, activation_log,
-                                   max_namespace_bytes=gateway.activation_mb_per_namespace * 1024 * 1024)
+                                   max_namespace_bytes=gateway.activation_mb_per_namespace * MB)
     entities = open_entities()
     try:
         return entities, open_activations()

@@ -27,6 +27,7 @@ from owx.gateway.stores.base import (
     Conflict,
     Entity,
     StoreUnavailable,
+    check_quota,
 )
 from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.ownership import own
@@ -134,13 +135,16 @@ def _next_rev(current: str | None) -> str:
 
 
 class SQLiteEntityStore:
-    """`EntityStore` in one SQLite file, with an exact in-process read cache."""
+    """`EntityStore` in one SQLite file, with an exact in-process read cache; a namespace's entities
+    (not its key) take at most ``max_namespace_bytes`` (0: no bound), as their JSON."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_namespace_bytes: int = 0) -> None:
         self._db = _OwnedDatabase(path, _ENTITY_SCHEMA)
         self._conn = self._db.connect()
         self._lock = threading.Lock()
         self._closed = False
+        self._max_namespace_bytes = max_namespace_bytes
+        self._held: dict[str, int] = {}  # bytes of a namespace's entities, once a write looked (under the lock)
         self._cache = EntityCache(ttl_s=None)
         (newest,) = self._query("SELECT COALESCE(MAX(updated), 0) FROM entities", ())[0]
         self._clock = UpdateClock(after=newest)  # keeps list order right even if the clock went back
@@ -168,19 +172,38 @@ class SQLiteEntityStore:
         key = check_key(namespace, collection, name)
         text = encode_doc(doc)
         uuid = doc.get(AUTH_UUID_FIELD) if collection == AUTH_COLLECTION else None
+        bounded = self._max_namespace_bytes and collection != AUTH_COLLECTION
         with self._lock, _sqlite_errors(self._db.path):
             if self._closed:
                 raise StoreUnavailable("entity store is closed")
             with _transaction(self._conn):
                 current = self._current_rev(key)
                 _check_rev(key, current, rev)
+                if bounded:
+                    old, new = self._size(key) if current else 0, len(text.encode())
+                    check_quota(self._max_namespace_bytes, key[0], self._held_bytes(key[0]), old, new)
                 new_rev, updated = _next_rev(current), self._clock.next()
                 self._conn.execute(
                     "INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (*key, new_rev, updated, uuid if isinstance(uuid, str) else None, text),
                 )
+            if bounded:
+                self._held[key[0]] += new - old
             self._cache.invalidate(key, auth=collection == AUTH_COLLECTION)
         return Entity(*key, new_rev, updated, json.loads(text))
+
+    def _size(self, key: tuple[str, str, str]) -> int:
+        row = self._conn.execute("SELECT length(CAST(doc AS BLOB)) FROM entities WHERE namespace=? AND collection=? "
+                                 "AND name=?", key).fetchone()
+        return row[0] if row else 0
+
+    def _held_bytes(self, namespace: str) -> int:
+        """Bytes of ``namespace``'s entities (its key aside): summed at its first write, then kept."""
+        if namespace not in self._held:
+            (self._held[namespace],) = self._conn.execute(
+                "SELECT coalesce(sum(length(CAST(doc AS BLOB))), 0) FROM entities WHERE namespace=? AND collection!=?",
+                (namespace, AUTH_COLLECTION)).fetchone()
+        return self._held[namespace]
 
     def _current_rev(self, key: tuple[str, str, str]) -> str | None:
         row = self._conn.execute(
@@ -199,7 +222,10 @@ class SQLiteEntityStore:
                     return False
                 if rev is not None:
                     _check_rev(key, current, rev)
+                freed = self._size(key) if key[0] in self._held and collection != AUTH_COLLECTION else 0
                 self._conn.execute("DELETE FROM entities WHERE namespace=? AND collection=? AND name=?", key)
+            if freed:
+                self._held[key[0]] -= freed
             self._cache.invalidate(key, auth=collection == AUTH_COLLECTION)
         return True
 

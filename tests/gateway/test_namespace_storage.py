@@ -1,0 +1,38 @@
+"""What one namespace may keep in a real ``owx up``'s stores: its entities within their bound (past
+it a write is a 403), its newest activation records within theirs (its oldest go)."""
+
+from __future__ import annotations
+
+import re
+
+from owx.bench.gateway_process import start_gateway_process
+from tests.fixtures.polling import wait_for
+
+PRINTER = "def main(args):\n    print('x' * 200_000)\n    return {'n': args['n']}\n"
+
+
+def test_a_namespace_keeps_within_its_storage_bounds(tmp_path) -> None:
+    gateway = start_gateway_process(tmp_path / "bounded", env={"OWX_GATEWAY__ENTITY_MB_PER_NAMESPACE": "1",
+                                                               "OWX_GATEWAY__ACTIVATION_MB_PER_NAMESPACE": "1"})
+    try:
+        http = gateway.session()
+        big = {"exec": {"kind": "python:3", "code": "def main(args):\n    return {}\n#" + "x" * 300_000}}
+        assert [http.put(gateway.api(f"actions/big{n}"), json=big).status_code for n in range(3)] == [200] * 3
+        refused = http.put(gateway.api("actions/big3"), json=big)
+        assert refused.status_code == 403, refused.text
+        assert "limit of 1048576 bytes" in refused.json()["error"] and re.fullmatch(r"[0-9a-f]{32}",
+                                                                                     refused.json()["code"])
+        assert http.get(gateway.api("actions/big3")).status_code == 404
+        assert http.delete(gateway.api("actions/big0")).status_code == 200
+        assert http.put(gateway.api("actions/big3"), json=big).status_code == 200
+
+        assert http.put(gateway.api("actions/printer"), json={"exec": {"kind": "python:3", "code": PRINTER}}).ok
+        ids = [http.post(gateway.api("actions/printer"), params={"blocking": "true"}, json={"n": n}).json()["activationId"]
+               for n in range(12)]
+        wait_for(lambda: http.get(gateway.api(f"activations/{ids[0]}")).status_code == 404, 10,
+                 "the oldest record was never trimmed (records are written behind)")
+        assert http.get(gateway.api(f"activations/{ids[-1]}")).status_code == 200
+        listed = http.get(gateway.api("activations"), params={"limit": 200}).json()
+        assert 3 <= len(listed) <= 5, len(listed)  # of 12 records of 200 KB, within 1 MB
+    finally:
+        gateway.stop()
