@@ -65,10 +65,10 @@ def _scope(ns: str, table: str) -> str:
 @blueprint.get("")
 @blueprint.get("/")
 def overview(ns: str):
-    """The tables with their row counts, and the core's counters."""
+    """The tables with their row counts, and the namespace's counters."""
     tables = core().tables
     counts = {table: tables.count(_scope(ns, table), table) for table in TABLES}
-    return jsonify(tables=counts, stats=dict(core().stats))
+    return jsonify(tables=counts, stats=core().stats_of(namespace(ns)))
 
 
 @blueprint.get("/<name>")

@@ -44,6 +44,7 @@ from owx.platform import Platform
 from owx.platform.types import INTERNAL_ERROR, ActionSpec, ContainerDeath, RunOutcome, RunRequest
 
 MB = 1024 * 1024
+STATS = ("commits", "duplicates_discarded", "recoveries")
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ class CanaryCore:
         self._options: dict[str, CanaryOptions] = {}  # by runtime key
         self._admissions: dict[str, tuple[JobInfo | None, int]] = {}  # job id -> (new row, admitted at)
         self._lock = threading.Lock()
-        self.stats = {"commits": 0, "duplicates_discarded": 0, "recoveries": 0}
+        self.stats = dict.fromkeys(STATS, 0)  # of every namespace: the operator's /metrics
+        self._stats_of: dict[str, dict[str, int]] = {}  # by namespace: what each tenant's overview shows
         self._live_seen = set(platform.live_nodes())
         self.write_workers()
 
@@ -188,9 +190,15 @@ class CanaryCore:
         self._finish(function, outcome)
         return outcome
 
-    def count(self, stat: str) -> None:
+    def count(self, stat: str, namespace: str) -> None:
         with self._lock:
             self.stats[stat] += 1
+            self._stats_of.setdefault(namespace, dict.fromkeys(STATS, 0))[stat] += 1
+
+    def stats_of(self, namespace: str) -> dict[str, int]:
+        """``namespace``'s counters (another tenant's commits and recoveries are not its business)."""
+        with self._lock:
+            return dict(self._stats_of.get(namespace) or dict.fromkeys(STATS, 0))
 
     def _release(self, function: Function) -> None:
         for holder in function.holders:  # what no container took over
@@ -246,7 +254,7 @@ class CanaryCore:
         """Commit ``outcome`` as the function's only result; False (and counted) if one already was."""
         won = self.results.commit(function.namespace, Commit(
             function.function_id, attempt, outcome.status, outcome.container_id, now_ms()))
-        self.count("commits" if won else "duplicates_discarded")
+        self.count("commits" if won else "duplicates_discarded", function.namespace)
         return won
 
     def close(self) -> None:

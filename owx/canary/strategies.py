@@ -76,7 +76,7 @@ def _recover(core: CanaryCore, function: Function, failure: Failure, checkpoints
         "checkpointSeq": seq, "replica": claim, "resumedOn": node,
         "recoveryMs": max(0, int((resumed - failure.detected_at) * 1000)),
     })
-    core.count("recoveries")
+    core.count("recoveries", function.namespace)
     return node, claim
 
 

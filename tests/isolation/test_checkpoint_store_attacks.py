@@ -187,9 +187,9 @@ def main(args):
 
 
 def test_another_tenants_run_of_a_published_canary_action_is_the_callers_alone(instance):
-    """A published Canary action run through a binding: its container, checkpoint store and Canary
-    rows are the caller's (as its activation record is), so the caller cannot fill the owner's volume
-    or tables, and the owner never sees the caller's state or activation ids."""
+    """A published Canary action run through a binding: its container, checkpoint store, Canary rows
+    and counters are the caller's (as its activation record is), so the caller cannot fill the owner's
+    volume or tables, and the owner never sees the caller's state, activation ids or commits."""
     owner, caller = instance.victim, instance.attacker
     made = owner.session().put(f"{owner.gateway.url}/api/v1/namespaces/_/packages/shared",
                                params={"overwrite": "true"}, json={"publish": True}, timeout=30)
@@ -199,8 +199,15 @@ def test_another_tenants_run_of_a_published_canary_action_is_the_callers_alone(i
                                  params={"overwrite": "true"},
                                  json={"binding": {"namespace": owner.namespace, "name": "shared"}}, timeout=30)
     assert bound.status_code == 200, bound.text
+    def commits(tenant):
+        overview = tenant.session().get(f"{tenant.gateway.url}/api/v1/namespaces/_/canary", timeout=30)
+        assert overview.status_code == 200, overview.text
+        return overview.json()["stats"]["commits"]
+
+    owners_before, callers_before = commits(owner), commits(caller)
     record = caller.invoke("bound/whose")
     assert record["response"]["success"], record["response"]
+    assert (commits(owner), commits(caller)) == (owners_before, callers_before + 1)
     gids = json.loads((instance.state_dir / "namespaces.json").read_text())
     mallory = gids.get("mallory")  # allocated at its first container: none before this test
     assert record["response"]["result"] == {"gid": mallory, "store_gid": mallory}
