@@ -3,7 +3,8 @@
 Plain invocations over a limit get 429, as in OpenWhisk. Invocations that ask to wait
 (Canary's stateful actions and jobs) are queued instead and admitted when the namespace
 has room; a queued entry of ``count`` invocations is admitted whole or not at all (gang
-admission), in FIFO order, so a partly started fan-out can never hold the pool.
+admission), in FIFO order within its namespace, so a partly started fan-out can never hold the pool,
+and an entry that cannot be admitted holds back its own namespace's later entries, nobody else's.
 """
 
 from __future__ import annotations
@@ -128,8 +129,10 @@ class Throttle:
     def pump(self) -> None:
         """Admit waiting entries that fit now, oldest first (call when capacity frees).
 
-        An entry over its namespace's concurrency only holds back its own namespace; one
-        whose ``reserve`` fails holds back every later entry, so big jobs are not starved.
+        An entry over its namespace's concurrency, or whose ``reserve`` fails, holds back its own
+        namespace's later entries only: one tenant's job that does not fit (it asked for a whole
+        node, and keeps a container of its own busy) held back every tenant's behind it for good.
+        A big job may wait while other namespaces' smaller ones take the memory it waits for.
         """
         ready: list[_Waiting] = []
         with self._lock:
@@ -142,7 +145,8 @@ class Throttle:
                     full.add(entry.namespace)
                     continue
                 if entry.reserve is not None and not entry.reserve():
-                    break
+                    full.add(entry.namespace)
+                    continue
                 self._waiting.remove(entry)
                 self._in_flight[entry.namespace] = running + entry.count
                 ready.append(entry)
