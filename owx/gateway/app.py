@@ -14,7 +14,7 @@ from owx.gateway.api import actions, activations, info, metrics, openapi, packag
 from owx.gateway.errors import ApiError
 from owx.gateway.ids import new_id, transaction_id
 from owx.gateway.service import Gateway
-from owx.gateway.stores import QuotaExceeded, StoreUnavailable
+from owx.gateway.stores import InvalidInput, QuotaExceeded, StoreUnavailable
 
 log = logging.getLogger(__name__)
 MAX_ENTITY_BYTES = 48 * 1024 * 1024  # OpenWhisk's largest action code, plus envelope
@@ -80,6 +80,10 @@ def create_app(gateway: Gateway) -> Flask:
     def _store_down(exc: StoreUnavailable):
         log.error("store unavailable: %s", exc)
         return _error(503, errors.SYSTEM_UNAVAILABLE.format(detail=exc))
+
+    @app.errorhandler(InvalidInput)
+    def _refused_by_store(exc: InvalidInput):  # a key no check before the store's turned away (a row id)
+        return _error(400, errors.MALFORMED.format(detail=exc))
 
     @app.errorhandler(QuotaExceeded)
     def _over_quota(exc: QuotaExceeded):

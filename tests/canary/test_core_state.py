@@ -107,6 +107,8 @@ def test_tables_over_http_and_sdk(gw, http, client):
     assert checkpoints["latest_seq"] == 5 and checkpoints["latest_state"] == "step-5"
     assert http.get(gw.api("canary/no_such_table")).status_code == 404
     assert http.get(gw.api("canary/function_info/nope")).status_code == 404
+    for refused in ("%00", "x" * 1100):  # ids the store refuses: a 400, not a 500
+        assert http.get(gw.api(f"canary/checkpoint_info/{refused}")).status_code == 400
 
     canary = CanaryClient(client)
     assert canary.row("function_info", aid) == function
