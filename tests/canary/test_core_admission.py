@@ -142,3 +142,18 @@ def test_request_replication_copies_that_could_never_run_at_once_are_a_400():
                                            "platform's memory.")
     finally:
         gw.stop()
+
+
+def test_a_job_over_the_rate_is_refused_before_any_of_it_is_journalled():
+    """Its activations were journalled, then the rate refused the job (429): the client was told no,
+    yet the next start would have recorded each of them as failed (the gateway died)."""
+    gw = start_canary_gateway(nodes=1, user_memory_mb=1024, gateway={"invocations_per_minute": 3})
+    try:
+        http = gw.session()
+        stateful = gw.put_action(http, SLEEP, canary=True, memory=128)
+        refused = http.post(gw.api("canary/jobs"), json={"action": stateful, "params": [{"s": 0}] * 4})
+        assert refused.status_code == 429, refused.text
+        assert gw.service.activations.unfinished() == []
+        assert http.get(gw.api("canary/job_info")).json() == []
+    finally:
+        gw.stop()

@@ -92,13 +92,10 @@ class Throttle:
         with self._lock:
             self._window(namespace).add(now_s)
 
-    def enqueue(self, namespace: str, count: int, admitted: Callable[[], None], reserve: Reserve | None = None) -> None:
-        """Queue ``count`` invocations that start together when the namespace has room for all
-        of them and ``reserve()`` succeeds; then ``admitted()`` runs (once, without locks held).
-
-        The rate limit still answers 429 at once; a job larger than the concurrency limit is a 400.
-        Each admitted invocation is paired with one :meth:`release`.
-        """
+    def charge(self, namespace: str, count: int) -> None:
+        """Count ``count`` invocations that will wait for admission against the rate, before
+        anything of them is journalled: over the rate a 429, a job larger than the concurrency
+        limit a 400 (nothing counted either way)."""
         if count > self.concurrent:
             raise bad_request(JOB_TOO_LARGE.format(count=count, allowed=self.concurrent))
         now_s = int(time.time())
@@ -106,6 +103,12 @@ class Throttle:
             window = self._count_rate(namespace, count, now_s)
             for _ in range(count):
                 window.add(now_s)
+
+    def enqueue(self, namespace: str, count: int, admitted: Callable[[], None], reserve: Reserve | None = None) -> None:
+        """Queue ``count`` invocations (:meth:`charge`d) that start together when the namespace has
+        room for all of them and ``reserve()`` succeeds; then ``admitted()`` runs (once, without
+        locks held). Each admitted invocation is paired with one :meth:`release`."""
+        with self._lock:
             self._waiting.append(_Waiting(namespace, count, admitted, reserve))
         self.pump()
 

@@ -545,6 +545,8 @@ class Invoker:
         ids = activation_ids or [new_id() for _ in params]
         activations = [Activation(aid, identity, resolved, plan, self._arguments(resolved, plan, p),
                                   transaction=transaction) for aid, p in zip(ids, params)]
+        # refused before any is journalled: a journalled one would be recorded as failed at the next start
+        self.throttle.charge(identity.namespace, len(ids))
         for activation in activations:
             self._accept(activation)
         invocations = [Invocation(a.id, Future()) for a in activations]
