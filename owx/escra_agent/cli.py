@@ -11,7 +11,7 @@ import sys
 
 from pydantic import ValidationError
 
-from owx.escra_agent.settings import MIB
+from owx.escra_agent.settings import MIB, TOKEN_ENV
 
 NICE = -10
 
@@ -100,7 +100,7 @@ def _controller(args: argparse.Namespace) -> int:
     allocator = ResourceAllocator(AllocatorParams(**overrides))
     for limits in args.define_app:
         allocator.add_application(limits)
-    serve(allocator, args.host, args.port)
+    serve(allocator, args.host, args.port, os.environ.get(TOKEN_ENV) or None)
     return 0
 
 
@@ -115,7 +115,8 @@ def _agent(args: argparse.Namespace) -> int:
     # The OOM thread must get the interpreter within a fraction of a millisecond of an event,
     # not after the default 5 ms switch interval of whatever thread holds it.
     sys.setswitchinterval(0.0002)
-    agent = NodeAgent(settings, HttpLink(settings.allocator_url, settings.request_timeout_s))
+    agent = NodeAgent(settings, HttpLink(settings.allocator_url, settings.request_timeout_s,
+                                         settings.token.get_secret_value() if settings.token else None))
     if args.metrics:
         from owx.escra_agent.metrics import serve_metrics
 

@@ -11,6 +11,7 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from owx.common import bearer
 from owx.escra_agent.allocator import ResourceAllocator, StaleAgent
 from owx.escra_agent.messages import Directives, Heartbeat, OomEvent, OomReply, Register, TelemetryBatch
 
@@ -59,8 +60,9 @@ class HttpLink:
     connection is dropped and the next post opens a new one.
     """
 
-    def __init__(self, url: str, timeout_s: float = 0.5) -> None:
+    def __init__(self, url: str, timeout_s: float = 0.5, token: str | None = None) -> None:
         self.url = url.rstrip("/")
+        self._headers = {"Content-Type": "application/json", **bearer.header(token)}
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"allocator URL {url!r} is not http(s)://host[:port]")
@@ -84,8 +86,7 @@ class HttpLink:
     def _post(self, kind: str, msg: BaseModel, reply: type[Reply]) -> Reply:
         connection = self._connection()
         try:
-            connection.request("POST", f"{self._path}/v1/{kind}", msg.model_dump_json().encode(),
-                               {"Content-Type": "application/json"})
+            connection.request("POST", f"{self._path}/v1/{kind}", msg.model_dump_json().encode(), self._headers)
             response = connection.getresponse()
             content = response.read()
         except (OSError, http.client.HTTPException) as exc:

@@ -13,10 +13,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MAX_BYTES = 1 << 50  # 1 PiB: more than any node has; a bound keeps sums and conversions finite
+MAX_CORES = 4096
+MAX_QUOTA_US = MAX_CORES * 100_000
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
-Bytes = Annotated[int, Field(ge=-1)]
-Quota = Annotated[int, Field(ge=-1)]
-Count = Annotated[int, Field(ge=0)]
+Bytes = Annotated[int, Field(ge=-1, le=MAX_BYTES)]
+Quota = Annotated[int, Field(ge=-1, le=MAX_QUOTA_US)]
+Count = Annotated[int, Field(ge=0, le=MAX_BYTES)]
+PositiveBytes = Annotated[int, Field(gt=0, le=MAX_BYTES)]
 
 
 class Message(BaseModel):
@@ -38,15 +42,15 @@ class LimitUpdate(Message):
     """New limits for one container; ``None`` leaves that resource alone."""
 
     id: Name
-    cpu_quota_us: Annotated[int, Field(gt=0)] | None = None
-    memory_limit: Annotated[int, Field(gt=0)] | None = None
+    cpu_quota_us: Annotated[int, Field(gt=0, le=MAX_QUOTA_US)] | None = None
+    memory_limit: PositiveBytes | None = None
 
 
 class Sample(Message):
     """One container's telemetry over one agent period (deltas of cumulative counters)."""
 
     id: Name
-    interval_us: Annotated[int, Field(gt=0)]  # wall time the deltas cover
+    interval_us: Annotated[int, Field(gt=0, le=MAX_BYTES)]  # wall time the deltas cover
     periods: Count  # CFS periods elapsed
     throttled_periods: Count
     throttled_us: Count
@@ -60,8 +64,8 @@ class Reclaimed(Message):
     """ψ: memory an agent took back from one container during periodic reclamation."""
 
     id: Name
-    memory_limit: Annotated[int, Field(gt=0)]
-    freed_bytes: Annotated[int, Field(gt=0)]
+    memory_limit: PositiveBytes
+    freed_bytes: PositiveBytes
 
 
 class Register(Message):
@@ -98,7 +102,7 @@ class OomEvent(Message):
     epoch: str
     id: Name
     memory_usage: Count
-    memory_limit: Annotated[int, Field(gt=0)]
+    memory_limit: PositiveBytes
     granted_bytes: Count = 0
 
 
@@ -129,9 +133,9 @@ class AppLimits(Message):
     """A distributed container: one application's global limits across nodes."""
 
     name: Name
-    cpu_cores: Annotated[float, Field(gt=0)]
-    memory_bytes: Annotated[int, Field(gt=0)]
-    expected_containers: Annotated[int, Field(gt=0)] | None = None
+    cpu_cores: Annotated[float, Field(gt=0, le=MAX_CORES, allow_inf_nan=False)]
+    memory_bytes: PositiveBytes
+    expected_containers: Annotated[int, Field(gt=0, le=1_000_000)] | None = None
     adopt_memory: bool = False  # keep the memory limit a container arrives with (a pool already sized it)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from flask import Flask, Response, request
 from pydantic import BaseModel, ValidationError
 
+from owx.common import bearer
 from owx.escra_agent.allocator import ResourceAllocator, StaleAgent, UnknownContainer
 from owx.escra_agent.messages import AppLimits, ErrorBody, Heartbeat, OomEvent, Register, TelemetryBatch
 
@@ -35,9 +36,16 @@ def _validation_message(exc: ValidationError) -> str:
     return f"invalid {exc.title}: {where}: {first['msg']}{more}"
 
 
-def create_app(allocator: ResourceAllocator) -> Flask:
-    """The allocator's routes; every body is validated before the allocator sees it."""
+def create_app(allocator: ResourceAllocator, token: str | None = None) -> Flask:
+    """The allocator's routes; every body is validated before the allocator sees it, and with a
+    ``token`` every request must show it (:mod:`owx.common.bearer`)."""
     app = Flask("owx.escra_agent")
+
+    @app.before_request
+    def _authorized() -> Response | None:
+        if not bearer.authorized(request.headers.get("Authorization"), token):
+            return _error(401, "the allocator needs its token: Authorization: Bearer <OWX_ESCRA_TOKEN>")
+        return None
 
     def endpoint(model: type[BaseModel], handler: Callable[[BaseModel], BaseModel]) -> Callable[[], Response]:
         def view() -> Response:
@@ -83,9 +91,12 @@ def create_app(allocator: ResourceAllocator) -> Flask:
     return app
 
 
-def serve(allocator: ResourceAllocator, host: str, port: int) -> None:
-    """Serve until interrupted."""
+def serve(allocator: ResourceAllocator, host: str, port: int, token: str | None = None) -> None:
+    """Serve until interrupted; on an address other machines reach, only with a ``token``."""
     from waitress import serve as waitress_serve
 
+    if not token and not bearer.is_loopback(host):
+        raise SystemExit(f"the allocator on {host} needs OWX_ESCRA_TOKEN: without it any container or host that "
+                         "reaches it could change every node's limits (or listen on 127.0.0.1)")
     log.info("escra allocator epoch %s on http://%s:%d", allocator.epoch, host, port)
-    waitress_serve(create_app(allocator), host=host, port=port, threads=4, ident="owx-escra")
+    waitress_serve(create_app(allocator, token), host=host, port=port, threads=4, ident="owx-escra")

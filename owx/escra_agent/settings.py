@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
 CFS_PERIOD_US = 100_000
+TOKEN_ENV = "OWX_ESCRA_TOKEN"  # the allocator's and its agents' shared secret (owx.common.bearer)
 
 
 class AllocatorParams(BaseModel):
@@ -49,6 +50,7 @@ class AgentSettings(BaseSettings):
     request_timeout_s: float = Field(0.5, gt=0)
     oom_slice_bytes: int = Field(64 * MIB, gt=0, description="memory a local OOM rescue adds to the limit")
     event_log: str | None = Field(None, description="JSON-lines file receiving one record per OOM rescue")
+    token: SecretStr | None = Field(None, description="the allocator's token (OWX_ESCRA_TOKEN)")
 
 
 class EscraSettings(BaseModel):

@@ -2,7 +2,9 @@
 
 GET /state -> NodeState JSON, GET /metrics -> Prometheus text, GET /healthz -> 200/503,
 POST /reconciler {"drop_events": f, "period_s": s, "fast_failover": b, "driver": d} -> change the
-reconciler at run time (tests, benchmarks).
+reconciler at run time (tests, benchmarks). That switches failover off for every tenant on the node:
+on an address other than loopback it needs ``OWX_THORN_TOKEN`` (:mod:`owx.common.bearer`), and is
+refused when none is set.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from pydantic import ValidationError
 
+from owx.common import bearer
 from owx.thorn.datapath.detect import DriverUnavailable, make_driver
 from owx.thorn.frr import FrrError, FrrInstance
 from owx.thorn.frr_config import DAEMONS, host_config
@@ -29,6 +32,8 @@ from owx.thorn.state import (BfdPeerState, BgpPeerState, FailoverState, NodeStat
                              ReconcilerState, RuleState, prometheus)
 
 log = logging.getLogger(__name__)
+TOKEN_ENV = "OWX_THORN_TOKEN"
+MAX_CONTROL_BYTES = 64 * 1024  # a reconciler change is a few fields
 HEALTH_PERIOD_S = 3.0
 RECOVERY_POLL_S = 0.5  # while an uplink is down: its BGP session decides when it is used again
 
@@ -133,6 +138,8 @@ class NodeDaemon:
 
 def _handler(daemon: NodeDaemon) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = 10.0  # a client that stops sending mid-request holds its thread no longer
+
         def do_GET(self) -> None:  # noqa: N802
             path = self.path.split("?")[0]
             if path == "/state":
@@ -149,7 +156,20 @@ def _handler(daemon: NodeDaemon) -> type[BaseHTTPRequestHandler]:
             if self.path.split("?")[0] != "/reconciler":
                 self._error(404, f"cannot POST {self.path}")
                 return
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            token = os.environ.get(TOKEN_ENV) or None
+            if not token and not bearer.is_loopback(self.server.server_address[0]):
+                self._error(403, f"changing the reconciler over the network needs {TOKEN_ENV} set on the daemon")
+                return
+            if not bearer.authorized(self.headers.get("Authorization"), token):
+                self._error(401, f"the reconciler needs the token: Authorization: Bearer <{TOKEN_ENV}>")
+                return
+            length = self.headers.get("Content-Length") or "0"
+            if not length.isdigit() or int(length) > MAX_CONTROL_BYTES:
+                self.close_connection = True
+                self._error(413 if length.isdigit() else 400,
+                            f"a reconciler change is a JSON body of at most {MAX_CONTROL_BYTES} bytes with its length")
+                return
+            body = self.rfile.read(int(length))
             try:
                 control = ReconcilerControl.model_validate_json(body or b"{}")
             except ValidationError as exc:

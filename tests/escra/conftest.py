@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import uuid
 import pytest
 import requests
 
-from owx.common import cgroups
+from owx.common import bearer, cgroups
 from owx.common.cgroups import Cgroup
 
 from tests.fixtures.polling import wait_for
@@ -54,15 +55,17 @@ def free_port() -> int:
 class ControllerProcess:
     """``owx agent --controller`` as a real process on a fixed port; restartable."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, token: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = args
+        self.token = token
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "ControllerProcess":
         cmd = [sys.executable, "-m", "owx.cli", "agent", "--controller", "--port", str(self.port), *self.args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env = {**os.environ, **({"OWX_ESCRA_TOKEN": self.token} if self.token else {})}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         try:
             wait_for(self._ready, timeout=20, interval=0.1)
         except BaseException:
@@ -73,12 +76,12 @@ class ControllerProcess:
     def _ready(self) -> bool:
         assert self.proc.poll() is None, f"controller exited: {self.proc.stderr.read().decode()}"
         try:
-            return requests.get(f"{self.url}/v1/state", timeout=0.5).status_code == 200
+            return requests.get(f"{self.url}/v1/state", headers=bearer.header(self.token), timeout=0.5).status_code == 200
         except requests.RequestException:
             return False
 
     def state(self) -> dict:
-        return requests.get(f"{self.url}/v1/state", timeout=2).json()
+        return requests.get(f"{self.url}/v1/state", headers=bearer.header(self.token), timeout=2).json()
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -90,8 +93,8 @@ class ControllerProcess:
 def controller():
     procs: list[ControllerProcess] = []
 
-    def make(*args: str) -> ControllerProcess:
-        proc = ControllerProcess(*args).start()
+    def make(*args: str, token: str | None = None) -> ControllerProcess:
+        proc = ControllerProcess(*args, token=token).start()
         procs.append(proc)
         return proc
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import requests
+
+from owx.escra_agent.link import HttpLink
+from owx.escra_agent.messages import Register
 
 APP = "name=app,cpu=2,memory-mb=1024,containers=4"
 
@@ -47,3 +54,32 @@ def test_unknown_container_oom_is_404_and_unknown_route_is_json(controller):
     response = requests.post(f"{server.url}/v1/oom", json=event, timeout=2)
     assert response.status_code == 404 and "ghost" in response.json()["error"]
     assert requests.get(f"{server.url}/v1/nothing", timeout=2).json()["code"] == 404
+
+
+def test_limits_past_any_machine_are_a_400_and_the_allocator_lives_on(controller):
+    """cpu_cores 1e308 was stored, then every /v1/state answered 500 (its quota overflowed an int)."""
+    server = controller("--define-app", APP)
+    for limits in ({"name": "x", "cpu_cores": 1e308, "memory_bytes": 1}, {"name": "y", "cpu_cores": 1,
+                                                                            "memory_bytes": 2 ** 80}):
+        response = requests.post(f"{server.url}/v1/apps", json=limits, timeout=2)
+        assert response.status_code == 400, response.text
+    assert requests.get(f"{server.url}/v1/state", timeout=2).status_code == 200
+
+
+def test_with_a_token_only_its_holders_reach_the_allocator(controller):
+    """Agents change every node's limits through it: anyone else who reaches it (an action container
+    on the cluster network) gets a 401, and an agent with the token registers."""
+    server = controller("--define-app", APP, token="s3cret")
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
+        assert requests.get(f"{server.url}/v1/state", headers=headers, timeout=2).status_code == 401
+        refused = requests.post(f"{server.url}/v1/register", json={"node": "n1", "containers": []}, headers=headers,
+                                timeout=2)
+        assert refused.status_code == 401 and "token" in refused.json()["error"]
+    directives = HttpLink(server.url, 2.0, "s3cret").register(Register(node="n1", containers=[]))
+    assert directives.epoch == server.state()["epoch"]
+
+
+def test_an_allocator_other_machines_reach_needs_a_token():
+    done = subprocess.run([sys.executable, "-m", "owx.cli", "agent", "--controller", "--host", "0.0.0.0", "--port", "0"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "OWX_ESCRA_TOKEN": ""})
+    assert done.returncode != 0 and "needs OWX_ESCRA_TOKEN" in done.stderr
