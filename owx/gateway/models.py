@@ -44,8 +44,12 @@ class KeyValue(BaseModel):
     init: StrictBool = False  # a parameter the runtime gets at /init as environment, not as an argument
 
     def entry(self) -> dict[str, Any]:
-        """As stored and shown: ``init`` only when set, as OpenWhisk shows it."""
-        return {"key": self.key, "value": self.value, **({"init": True} if self.init else {})}
+        return stored_entry(self.key, self.value, self.init)
+
+
+def stored_entry(key: str, value: Any, init: bool) -> dict[str, Any]:
+    """A ``{key, value}`` entry as stored and shown: ``init`` only when set, as OpenWhisk shows it."""
+    return {"key": key, "value": value, **({"init": True} if init else {})}
 
 
 # A Docker image reference, as OpenWhisk parses a blackbox action's image (Docker's grammar: an
@@ -116,8 +120,7 @@ def _entries_size(items: Any) -> int | None:
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("key"), str) or "value" not in item:
             return None
-        init = {"init": True} if item.get("init") is True else {}
-        kept[item["key"]] = {"key": item["key"], "value": item["value"], **init}
+        kept[item["key"]] = stored_entry(item["key"], item["value"], item.get("init") is True)
     return encoded_size(list(kept.values()))
 
 

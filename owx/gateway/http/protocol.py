@@ -111,7 +111,7 @@ class Connections:
         self._limits = limits
         self.held_body_bytes = 0
         self._connections_of: Counter[str] = Counter()
-        self._held_by: Counter[str] = Counter()  # only peers that hold bytes
+        self._held_by: dict[str, int] = {}  # only peers that hold bytes
 
     def admit(self, connection: HttpConnection) -> bool:
         """Count ``connection`` in; at the limit, an idle one of the peer with the most connections

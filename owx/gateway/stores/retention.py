@@ -20,13 +20,15 @@ _BY_AGE = "CREATE INDEX IF NOT EXISTS activations_by_age ON activations (namespa
 _DELETE_CHUNK = 500
 
 
-def add_sizes(conn: sqlite3.Connection) -> None:
-    """Give a table older versions made its ``size`` column (each record's bytes), and the index."""
+def add_sizes(conn: sqlite3.Connection, indexed: bool) -> None:
+    """Give a table older versions made its ``size`` column (each record's bytes); with ``indexed``
+    (records are trimmed) the index of sizes by age too, which costs every insert a few µs."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(activations)")}
     if "size" not in columns:
         conn.execute("ALTER TABLE activations ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
         conn.execute("UPDATE activations SET size = length(CAST(record AS BLOB))")
-    conn.execute(_BY_AGE)
+    if indexed:
+        conn.execute(_BY_AGE)
 
 
 class NamespaceBound:

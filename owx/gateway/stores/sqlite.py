@@ -314,7 +314,7 @@ class SQLiteActivationStore(WrittenBehind):
             self._read_conn = self._db.connect()
             self._write_conn = self._db.connect()
             with _sqlite_errors(path):
-                retention.add_sizes(self._write_conn)
+                retention.add_sizes(self._write_conn, indexed=bool(max_namespace_bytes))
                 self._bound = retention.NamespaceBound(self._write_conn, max_namespace_bytes) \
                     if max_namespace_bytes else None
         except BaseException:

@@ -39,13 +39,9 @@ class UidBlock:
         size = min(BLOCK_UIDS, sandbox.uid_count)
         LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         for first in range(sandbox.uid_base, sandbox.uid_base + sandbox.uid_count - size + 1, size):
-            fd = os.open(LOCK_DIR / str(first), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            return cls(first, size, fd)
+            fd = _take_lock(first, create=True)
+            if fd is not None:
+                return cls(first, size, fd)
         raise PlatformUnavailable(f"every block of {size} container uids from {sandbox.uid_base} is held by a "
                                   "live owx instance on this machine")
 
@@ -56,13 +52,21 @@ class UidBlock:
 def held(first: int) -> bool:
     """Whether a live instance holds the block that starts at ``first`` (a dead one's lock is gone)."""
     try:
-        fd = os.open(LOCK_DIR / str(first), os.O_RDWR | os.O_CLOEXEC)
+        fd = _take_lock(first, create=False)
     except FileNotFoundError:
         return False
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
+
+def _take_lock(first: int, create: bool) -> int | None:
+    """The locked descriptor of block ``first``'s lock file; None while a live instance holds it."""
+    fd = os.open(LOCK_DIR / str(first), os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # drops the lock if it was taken
-    return False
+        os.close(fd)
+        return None
+    return fd
