@@ -39,9 +39,11 @@ def main(args):
 
 def _kill_container(name: str) -> int:
     """SIGKILL every process of the container ``name`` (found by its cgroups); how many there were. A
-    cgroup that goes away while it is read (its container just ended) holds none."""
+    cgroup that goes away while it is read (its container, or another, just ended) holds none: os.walk
+    skips a directory it can no longer list, where Path.glob raised."""
     killed = 0
-    for group in Path("/sys/fs/cgroup").glob(f"**/{name}"):
+    groups = [Path(parent) / name for parent, children, _ in os.walk("/sys/fs/cgroup") if name in children]
+    for group in groups:
         try:
             pids = (group / "cgroup.procs").read_text().split()
         except OSError:  # ENOENT once it is gone, ENODEV while it is being removed
