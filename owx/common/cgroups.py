@@ -194,6 +194,19 @@ class Cgroup:
         hybrid = unified_root()
         return [self.dir(c) for c in V1_CONTROLLERS] + ([hybrid / self.relpath] if hybrid else [])
 
+    def _dirs_made_by_others(self) -> list[Path]:
+        """On v1, this group's directories in the other hierarchies that exist: a Docker container's
+        cgroup parent is made in every one (freezer, devices, blkio, ...), and nobody else removes them."""
+        if is_v2():
+            return []
+        own = {*V1_CONTROLLERS, HYBRID_UNIFIED.name}
+        try:
+            hierarchies = [entry.path for entry in os.scandir(ROOT)
+                           if entry.name not in own and entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+        return [path for path in (Path(h) / self.relpath for h in hierarchies) if path.is_dir()]
+
     def unified_dir(self) -> Path | None:
         """This group's directory in the v2 hierarchy (None: this machine has none)."""
         root = unified_root()
@@ -257,11 +270,11 @@ class Cgroup:
                 pass
 
     def destroy(self, timeout: float = 2.0) -> None:
-        """Kill what runs in the group and remove it from every controller."""
+        """Kill what runs in the group and remove it from every hierarchy it is in."""
         self.set_oom_kill_disable(False, missing_ok=True)
         self.close_files()
         deadline = time.monotonic() + timeout
-        for path in self.dirs():
+        for path in self.dirs() + self._dirs_made_by_others():
             while path.is_dir():
                 self.kill_all()
                 try:

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 from platform_helpers import ECHO, OnDeath, request, spec
@@ -137,3 +138,13 @@ def test_docker_containers_reach_only_the_open_ports_of_this_machine(docker_plat
     assert outcome.result["closed"] == "ECONNREFUSED" and outcome.result["opened"] == "connected", outcome.result
     closed.close()
     opened.close()
+
+
+def test_closing_leaves_no_cgroup_in_any_hierarchy(docker_platform):
+    """Docker makes a container's cgroup parent in every v1 hierarchy (freezer, devices, blkio, ...),
+    not only in the controllers owx uses: closing removes them all."""
+    assert docker_platform.run(spec(ECHO), request()).status == SUCCESS
+    made = [path for path in Path("/sys/fs/cgroup").glob("*/owx-test-platform") if path.is_dir()]
+    assert any(path.parent.name == "freezer" for path in made), made
+    docker_platform.close()
+    assert [path for path in made if path.is_dir()] == []
