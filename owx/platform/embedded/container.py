@@ -168,8 +168,13 @@ class Container(ABC):
             self._freeze(False)
 
     def _freeze(self, frozen: bool) -> bool:
-        """Freeze or thaw the container's processes; False if this backend cannot."""
-        return False
+        """Freeze or thaw the container's processes through its cgroup (both backends' containers are
+        in the v2 hierarchy, runc puts Docker's there on a v1 system too); False where it cannot."""
+        try:
+            return self.cgroup.freeze(frozen)
+        except CgroupError as exc:
+            log.info("could not %s container %s: %s", "pause" if frozen else "resume", self.id, exc)
+            return False
 
     def kill(self, reason: DeathReason) -> None:
         """Stop the container now because of ``reason``; listeners hear that reason."""

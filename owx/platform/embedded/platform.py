@@ -57,6 +57,7 @@ class EmbeddedPlatform(Platform):
         self.replicas = self
         self.resources = self
         self._nodes: dict[str, Node] = {}
+        self._closed = False
         self._helper_uids: dict[str, int] = {}  # namespace -> the uid of owx's processes in its directory
         self._helper_uids_lock = threading.Lock()
         try:
@@ -174,6 +175,10 @@ class EmbeddedPlatform(Platform):
         return self._nodes[name]
 
     def close(self) -> None:
+        """Remove every container and give back what the platform holds; a second close does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         for node in self._nodes.values():
             node.close()
         self._nodes.clear()

@@ -220,13 +220,6 @@ class ProcessContainer(Container):
     def _apply_memory_limit(self, memory_bytes: int) -> None:
         self.cgroup.set_memory_limit(memory_bytes)
 
-    def _freeze(self, frozen: bool) -> bool:
-        try:
-            return self.cgroup.freeze(frozen)
-        except CgroupError as exc:
-            log.info("could not %s container %s: %s", "pause" if frozen else "resume", self.id, exc)
-            return False
-
     def _exit_code(self) -> int | None:
         if self._process is not None:
             return self._process.poll()
