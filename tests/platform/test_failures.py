@@ -9,10 +9,12 @@ from tests.fixtures.polling import wait_for
 
 from owx.common.cgroups import Cgroup
 from owx.platform.embedded.logs import SENTINEL
+from owx.platform.embedded.proxy import INIT_ANSWER_BYTES
 from owx.platform.types import (
     DEVELOPER_ERROR,
     EXITED_MESSAGE,
     INIT_TIMEOUT_MESSAGE,
+    INVALID_INIT_MESSAGE,
     LOG_TRUNCATED_MESSAGE,
     OOM_MESSAGE,
     SUCCESS,
@@ -96,3 +98,32 @@ def test_dead_idle_container_leaves_the_pool(make_platform):
     wait_for(lambda: platform.containers() == [], what="the dead container to leave the pool")
     assert not pid_alive(info.pid)
     wait_for(lambda: not Cgroup(info.cgroup).exists(), what="its cgroup to be removed")
+
+
+INIT_HIJACK = '''
+import gc, socket
+def _answer_init_ourselves(items):
+    body = b"[" + b"{}," * (items - 1) + b"{}]"
+    for sock in [o for o in gc.get_objects() if isinstance(o, socket.socket) and o.fileno() >= 0]:
+        try:
+            sock.getpeername()
+            if not sock.getsockname():
+                continue  # not the runtime's connection
+        except OSError:
+            continue
+        sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s"
+                     % (len(body), body))
+_answer_init_ourselves(ITEMS)
+def main(args):
+    return {}
+'''
+
+
+def test_an_init_answer_past_its_bound_fails_the_initialization_unparsed(make_platform):
+    """The action's own code can answer /init on the runtime's connection: a 3 MB answer (some 70 MB
+    once parsed) fails the initialization without being read, a short one is OpenWhisk's."""
+    platform = make_platform()
+    outcome = platform.run(spec(INIT_HIJACK.replace("ITEMS", str(1_000_000))), request())
+    assert outcome.status == DEVELOPER_ERROR and outcome.failure == "init", outcome
+    assert outcome.result == {"error": f"{INVALID_INIT_MESSAGE}: its /init answer was over {INIT_ANSWER_BYTES} bytes"}
+    assert platform.containers() == []

@@ -36,7 +36,7 @@ from owx.platform.embedded.container_limits import MB, limits_for
 from owx.platform.embedded.cpu_shares import tenant_shares
 from owx.platform.embedded.logs import LogCollector
 from owx.platform.embedded.memory_shares import MemoryWait, first_waiting, held_by_tenant, may_evict, yields
-from owx.platform.embedded.proxy import ProxyResponse, ProxyTimeout, ProxyUnreachable
+from owx.platform.embedded.proxy import ProxyAnswerTooLong, ProxyResponse, ProxyTimeout, ProxyUnreachable
 from owx.platform.embedded.slots import Slot, SlotTable
 from owx.platform.embedded.start_turns import StartTurns
 from owx.platform.interface import NoRoom, PlatformUnavailable, ReplicaFailed
@@ -47,6 +47,7 @@ from owx.platform.types import (
     EXITED_MESSAGE,
     INIT_EXITED_MESSAGE,
     INIT_TIMEOUT_MESSAGE,
+    INVALID_INIT_MESSAGE,
     INTERNAL_ERROR,
     OOM_MESSAGE,
     TIMEOUT_MESSAGE,
@@ -598,6 +599,8 @@ class ContainerPool:
         except ProxyTimeout:
             container.kill("timeout")
             message, failure = INIT_TIMEOUT_MESSAGE.format(ms=spec.timeout_ms), "timeout"
+        except ProxyAnswerTooLong as exc:
+            message, failure = f"{INVALID_INIT_MESSAGE}: {exc}", "init"
         except ProxyUnreachable as exc:
             log.info("init of %s on %s failed: %s", spec.key, container.id, exc)
             message, failure = self._death_message(container, INIT_EXITED_MESSAGE)

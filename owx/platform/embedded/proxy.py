@@ -15,7 +15,7 @@ from owx.common.async_http import AnswerReader, AsyncKeepAlivePool
 from owx.common.keepalive import AnswerTimeout, ExchangeFailed, KeepAlivePool
 from owx.common import jsonvalues
 from owx.platform.types import UnreadAnswer
-from owx.runtimes.http_wire import SECRET_HEADER, request_bytes
+from owx.runtimes.http_wire import SECRET_HEADER, BodyTooLong, request_bytes
 
 # Refused: nothing listens yet; unreachable: a fresh container's address is not resolved on the bridge yet.
 RETRYABLE_CONNECT = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
@@ -23,10 +23,17 @@ RETRYABLE_CONNECT = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENE
 # the exchange fails); far above any result limit: of a longer answer a run keeps only the limit's
 # worth (`UnreadAnswer`), from which the record builder makes OpenWhisk's truncated response.
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
+# What a runtime may answer to /init: OpenWhisk's {"ok": true} or an error (a traceback); a longer
+# answer fails the initialization unparsed (parsed, a JSON answer takes some 24 times its size)
+INIT_ANSWER_BYTES = 64 * 1024
 
 
 class ProxyUnreachable(ConnectionError):
     """The proxy closed or refused the connection: the container is probably dead."""
+
+
+class ProxyAnswerTooLong(ProxyUnreachable):
+    """The proxy's answer was longer than the request allows (the connection is closed)."""
 
 
 class ProxyTimeout(TimeoutError):
@@ -76,20 +83,25 @@ class ProxyClient:
         return cls("localhost", 0, unix_path=path)
 
     def init(self, value: dict[str, Any], timeout: float) -> ProxyResponse:
-        return self.post("/init", {"value": value}, timeout)
+        """``POST /init``; an answer over ``INIT_ANSWER_BYTES`` is a `ProxyAnswerTooLong`."""
+        return self.post("/init", {"value": value}, timeout, max_answer=INIT_ANSWER_BYTES)
 
     def run(self, payload: dict[str, Any], timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
         return self.post("/run", payload, timeout, parsed_bytes)
 
-    def post(self, path: str, body: dict[str, Any], timeout: float, parsed_bytes: int | None = None) -> ProxyResponse:
+    def post(self, path: str, body: dict[str, Any], timeout: float, parsed_bytes: int | None = None,
+             max_answer: int = MAX_ANSWER_BYTES) -> ProxyResponse:
         """``POST path``; a reused connection the proxy closed is retried once on a new one; an answer
-        longer than ``parsed_bytes`` is an `UnreadAnswer`."""
+        longer than ``parsed_bytes`` is an `UnreadAnswer`, one longer than ``max_answer`` a
+        `ProxyAnswerTooLong`."""
         data = request_bytes(path, jsonvalues.dumps(body), self._headers)
         try:
-            answer = self._pool.request(data, timeout, MAX_ANSWER_BYTES, retry_on_new=True)
+            answer = self._pool.request(data, timeout, max_answer, retry_on_new=True)
         except AnswerTimeout as exc:
             raise ProxyTimeout(f"{path} did not answer within {timeout:.3f}s") from exc
         except ExchangeFailed as exc:
+            if isinstance(exc.__cause__, BodyTooLong):
+                raise ProxyAnswerTooLong(f"its {path} answer was over {max_answer} bytes") from exc
             raise ProxyUnreachable(f"{path}: {exc}") from exc
         return _parse(answer.status, answer.body, answer.size, parsed_bytes)
 
