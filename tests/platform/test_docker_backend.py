@@ -148,3 +148,14 @@ def test_closing_leaves_no_cgroup_in_any_hierarchy(docker_platform):
     assert any(path.parent.name == "freezer" for path in made), made
     docker_platform.close()
     assert [path for path in made if path.is_dir()] == []
+
+
+def test_what_an_action_prints_is_kept_nowhere_but_in_its_record(docker_platform, docker_client):
+    """Docker keeps no copy of the output (its json-file log is unbounded): 20 MB printed leave the
+    record's lines, cut at the limit, and no file of Docker's."""
+    flood = spec("def main(args):\n    for _ in range(20_000):\n        print('x' * 1023)\n    return {}\n")
+    outcome = docker_platform.run(flood, request())
+    assert outcome.status == SUCCESS and outcome.logs
+    attrs = docker_client.api.inspect_container(outcome.container_id)
+    assert attrs["HostConfig"]["LogConfig"]["Type"] == "none"
+    assert not attrs["LogPath"] or not Path(attrs["LogPath"]).exists()

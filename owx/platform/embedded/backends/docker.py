@@ -30,6 +30,7 @@ import threading
 
 import docker
 import docker.errors
+import docker.types
 
 from owx.common.cgroups import CgroupError
 from owx.common.dockerd import ensure_dockerd
@@ -110,6 +111,9 @@ class DockerBackend(Backend):
             read_only=True,
             tmpfs={"/tmp": f"size={self.tmp_mb}m,mode=1777"},
             network_mode=self.network,
+            # the output is read from the attach stream, bounded per activation; Docker's own copy
+            # (json-file, unbounded by default) would keep everything an action prints on the disk
+            log_config=docker.types.LogConfig(type="none"),
         )
         try:
             created = api.create_container(
