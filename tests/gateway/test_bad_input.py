@@ -233,6 +233,8 @@ def test_web_action_results_that_are_not_http_are_400(gateway, deployed):
     url = f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{name}.http"
     bad = {
         "status code text": {"statusCode": "abc", "body": "x"},
+        "status code with two signs": {"statusCode": "+-200", "body": "x"},
+        "status code of 4,400 digits": {"statusCode": "2" * 4400, "body": "x"},
         "status code 99": {"statusCode": 99},
         "status code 101": {"statusCode": 101, "body": "x"},  # not a final answer
         "status code 2^70": {"statusCode": 2**70},

@@ -42,6 +42,7 @@ METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 PROPERTY_MISSING = "Response does not include requested property."
 RESERVED = frozenset({"__ow_method", "__ow_headers", "__ow_path", "__ow_user", "__ow_query", "__ow_body"})
 SECRET_HEADER = "X-Require-Whisk-Auth"
+_STATUS_TEXT = re.compile(r"\s*[+-]?[0-9]{1,9}\s*", re.ASCII)  # what int() reads, of a sane length
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", re.ASCII)  # an RFC 9110 token
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # one line of visible text (latin-1)
 
@@ -202,7 +203,7 @@ def _status(value: Any, default: int) -> int:
     """A whole-number status code (or its decimal string) of a final answer (not 1xx)."""
     if value is None:
         return default
-    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and value.strip().isascii():
+    if isinstance(value, str) and _STATUS_TEXT.fullmatch(value):
         value = int(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
