@@ -12,6 +12,7 @@ The same errors tell whether the request may have reached the server: the ``conn
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import Awaitable, Callable
 
 import httptools
@@ -34,10 +35,20 @@ class AnswerReader(asyncio.Protocol):
         self._max_body: int | None = None
         self._keep_body: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._fd = -1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self._loop = asyncio.get_running_loop()  # asked once: each asking costs a getpid() system call
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None else -1
+
+    def usable(self) -> bool:
+        """Open, with nothing to read: an idle connection the server closed (or wrote to) is readable
+        at once, before the loop has heard of it, and a request sent on it would be lost."""
+        if self.closed:
+            return False
+        return self._fd < 0 or not select.select([self._fd], [], [], 0)[0]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -154,7 +165,8 @@ class AsyncKeepAlivePool:
         retried once on a new one (the server may have closed it while idle)."""
         while self._idle:
             reader = self._idle.pop()
-            if reader.closed:
+            if not reader.usable():
+                reader.abort()
                 continue
             try:
                 return self._kept(reader, await self._exchange(reader, data, timeout, max_body, keep_body))
