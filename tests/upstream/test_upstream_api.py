@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.platform.interface import PlatformError
 from owx.platform.openwhisk.client import UpstreamClient
 from owx.platform.openwhisk.naming import upstream_name
 from owx.platform.openwhisk.platform import OpenWhiskPlatform
@@ -250,3 +253,18 @@ def test_concurrent_first_uses_of_a_revision_deploy_it_once(upstream: GatewayPro
         assert deployed.json()["version"] == "0.0.1", deployed.text[:300]  # created once, never updated
     finally:
         platform.close()
+
+
+def test_credentials_in_the_upstream_url_are_named_nowhere() -> None:
+    """A user and password in the upstream's URL are not owx's key (that is ``auth``): they are never
+    sent, and the errors that name the upstream, which reach tenants' records, leave them out."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # nothing listens there
+    client = UpstreamClient(UpstreamSettings(url=f"http://owx:hunter2@127.0.0.1:{port}", auth=UPSTREAM_AUTH))
+    try:
+        with pytest.raises(PlatformError) as refused:
+            client.put_package("owx-guest")
+        assert f"http://127.0.0.1:{port}" in str(refused.value) and "hunter2" not in str(refused.value)
+    finally:
+        client.close()

@@ -29,7 +29,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from owx.common import jsonvalues
 from owx.common.async_http import AsyncKeepAlivePool, HeaderAnswerReader
@@ -78,9 +78,10 @@ class UpstreamClient:
     def __init__(self, settings: UpstreamSettings) -> None:
         assert settings.url is not None and settings.auth is not None
         self.settings = settings
-        self.base = str(settings.url).rstrip("/")
+        url = urlsplit(str(settings.url).rstrip("/"))
+        host = url.netloc.rpartition("@")[2]  # credentials in the URL are never sent, nor named in errors
+        self.base = urlunsplit(url._replace(netloc=host))
         self.namespace = quote(settings.namespace, safe="")
-        url = urlsplit(self.base)
         self._host = url.hostname or "localhost"
         self._port = url.port or (443 if url.scheme == "https" else 80)
         self._prefix = url.path
@@ -90,7 +91,7 @@ class UpstreamClient:
         self._headers = f"Authorization: Basic {credentials}\r\n"
         if not settings.keep_alive:
             self._headers += "Connection: close\r\n"
-        self._host_header = url.netloc.rpartition("@")[2]
+        self._host_header = host
         self._pool = KeepAlivePool(self._connect, POOL_SIZE, reuse=settings.keep_alive)
         self._loop_pool: AsyncKeepAlivePool | None = None  # made on the event loop that first uses it
         self._loop: asyncio.AbstractEventLoop | None = None
