@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -159,3 +160,24 @@ def test_what_an_action_prints_is_kept_nowhere_but_in_its_record(docker_platform
     attrs = docker_client.api.inspect_container(outcome.container_id)
     assert attrs["HostConfig"]["LogConfig"]["Type"] == "none"
     assert not attrs["LogPath"] or not Path(attrs["LogPath"]).exists()
+
+
+def test_a_volume_the_image_declares_is_a_bounded_tmpfs(docker_platform, docker_client):
+    """A blackbox image may declare a VOLUME: it is a tmpfs as /tmp is (charged to the container's
+    memory), not a directory on the host's disk that outlives the container."""
+    image = "owx-test/declares-a-volume:1"
+    dockerfile = f"FROM {PYTHON_IMAGE}\nUSER root\nRUN mkdir -m 1777 /data\nVOLUME /data\n"
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=image, rm=True)
+    volumes_before = {v.name for v in docker_client.volumes.list()}
+    code = ("def main(args):\n"
+            "    mounts = [line.split() for line in open('/proc/mounts')]\n"
+            "    return {'fs': [m[2] for m in mounts if m[1] == '/data']}\n")
+    try:
+        outcome = docker_platform.run(spec(code, kind="blackbox", image=image), request())
+        assert outcome.status == SUCCESS and outcome.result == {"fs": ["tmpfs"]}, outcome.result
+        mounts = docker_client.api.inspect_container(outcome.container_id)["Mounts"]
+        assert [m for m in mounts if m["Type"] == "volume"] == []
+        assert {v.name for v in docker_client.volumes.list()} == volumes_before
+    finally:
+        docker_platform.close()
+        docker_client.images.remove(image, force=True)

@@ -10,9 +10,9 @@ the local backend's are, through its cgroup's ``cgroup.freeze`` (runc puts it in
 on a v1 system too), which takes a fraction of what ``docker pause`` takes.
 
 Every container is confined the way the local backend's sandbox is: a uid of its own (never
-root), no capabilities, no new privileges, a read-only root with a size-limited tmpfs /tmp as
-its only writable place, and a secret of its own that its runtime requires on every ``/init``
-and ``/run``. They run on the instance's own Docker network, where no container reaches another
+root), no capabilities, no new privileges, a read-only root with size-limited tmpfs on /tmp and
+on each volume the image declares as its only writable places, and a secret of its own that its
+runtime requires on every ``/init`` and ``/run``. They run on the instance's own Docker network, where no container reaches another
 and the host firewall (:mod:`owx.platform.embedded.host_firewall`) keeps them off this machine's
 services. Containers carry their instance's label, so a restarted instance removes what its
 killed predecessor left.
@@ -109,7 +109,7 @@ class DockerBackend(Backend):
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             read_only=True,
-            tmpfs={"/tmp": f"size={self.tmp_mb}m,mode=1777"},
+            tmpfs=self._writable_places(image),
             network_mode=self.network,
             # the output is read from the attach stream, bounded per activation; Docker's own copy
             # (json-file, unbounded by default) would keep everything an action prints on the disk
@@ -139,6 +139,16 @@ class DockerBackend(Backend):
             container.destroy()
             raise
         return container
+
+    def _writable_places(self, image: str) -> dict[str, str]:
+        """``/tmp`` and every volume the image declares, each a tmpfs of ``tmp_mb`` (charged to the
+        container's memory): Docker would give a declared volume a directory on the host's disk,
+        outside every limit, and keep it after the container."""
+        try:
+            declared = self.client.api.inspect_image(image)["Config"].get("Volumes") or {}
+        except docker.errors.ImageNotFound:
+            declared = {}  # the create fails as a failed pull
+        return {path: f"size={self.tmp_mb}m,mode=1777" for path in ["/tmp", *declared]}
 
     def _image_for(self, request: ContainerRequest) -> str:
         if request.kind == "blackbox":
