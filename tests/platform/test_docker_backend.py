@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,15 @@ from tests.fixtures.sockets import listening
 from owx.common.cgroups import Cgroup
 from owx.common.dockerd import ensure_dockerd
 from owx.platform.embedded.container_limits import MB, cpu_shares
-from owx.platform.types import DEVELOPER_ERROR, OOM_MESSAGE, SUCCESS, TIMEOUT_MESSAGE, ContainerDeath
+from owx.platform.types import (
+    DEVELOPER_ERROR,
+    INIT_EXITED_MESSAGE,
+    INIT_TIMEOUT_MESSAGE,
+    OOM_MESSAGE,
+    SUCCESS,
+    TIMEOUT_MESSAGE,
+    ContainerDeath,
+)
 from owx.runtimes.image.build import PYTHON_IMAGE, ensure_image
 
 pytestmark = pytest.mark.docker
@@ -178,6 +187,45 @@ def test_a_volume_the_image_declares_is_a_bounded_tmpfs(docker_platform, docker_
         mounts = docker_client.api.inspect_container(outcome.container_id)["Mounts"]
         assert [m for m in mounts if m["Type"] == "volume"] == []
         assert {v.name for v in docker_client.volumes.list()} == volumes_before
+    finally:
+        docker_platform.close()
+        docker_client.images.remove(image, force=True)
+
+
+@pytest.mark.parametrize("dockerfile, errors", [
+    # ended before owx looked, or just after: either way the action's
+    ('CMD ["true"]', ("Failed to start a container of image '{image}': its command ended at once",
+                      INIT_EXITED_MESSAGE)),
+    ('CMD ["/no/such/program"]', ("Failed to start a container of image '{image}': ",)),
+])
+def test_an_image_that_cannot_start_is_the_actions_failure(docker_platform, docker_client, dockerfile, errors):
+    """A blackbox image whose command ends at once, or is not there, fails its activation as a
+    developer error naming the image, as OpenWhisk's BlackboxStartupError does, and at once."""
+    image = "owx-test/cannot-start:1"
+    docker_client.images.build(fileobj=io.BytesIO(f"FROM {PYTHON_IMAGE}\n{dockerfile}\n".encode()), tag=image, rm=True)
+    try:
+        started = time.monotonic()
+        outcome = docker_platform.run(spec(ECHO, kind="blackbox", image=image), request())
+        assert outcome.status == DEVELOPER_ERROR, outcome.result
+        assert outcome.result["error"].startswith(tuple(e.format(image=image) for e in errors)), outcome.result
+        assert time.monotonic() - started < 4.0
+    finally:
+        docker_platform.close()
+        docker_client.images.remove(image, force=True)
+
+
+def test_an_image_that_never_listens_times_out_its_initialization(docker_platform, docker_client):
+    """A runtime that never listens is OpenWhisk's init timeout at the action's time limit, not an
+    exit that did not happen."""
+    image = "owx-test/never-listens:1"
+    docker_client.images.build(fileobj=io.BytesIO(f'FROM {PYTHON_IMAGE}\nCMD ["sleep", "600"]\n'.encode()),
+                               tag=image, rm=True)
+    try:
+        started = time.monotonic()
+        outcome = docker_platform.run(spec(ECHO, kind="blackbox", image=image, timeout_ms=1500), request())
+        assert outcome.status == DEVELOPER_ERROR
+        assert outcome.result == {"error": INIT_TIMEOUT_MESSAGE.format(ms=1500)}
+        assert time.monotonic() - started < 5.0
     finally:
         docker_platform.close()
         docker_client.images.remove(image, force=True)

@@ -38,6 +38,7 @@ class ActionStartupError(RuntimeError):
 
 
 IMAGE_PULL_ERROR = "Failed to pull container image '{image}'."
+IMAGE_START_ERROR = "Failed to start a container of image '{image}': {reason}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +193,8 @@ class Container(ABC):
             # a process that already died by itself is a death to report, even if the pool destroys it first
             self._planned = self._kill_reason is None and not self._exited_already()
         self._signal_kill()
-        self._dead.wait(5.0)
+        if self.pid is not None:  # watched: its death is heard (one that never started has none)
+            self._dead.wait(5.0)
         self._release()
         self._close_watch_fds()
         if self.proxy is not None:

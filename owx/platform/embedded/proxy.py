@@ -154,8 +154,11 @@ class ProxyClient:
                 sock.close()
                 if exc.errno not in RETRYABLE_CONNECT or isinstance(exc, (socket.timeout, TimeoutError)):
                     raise _connect_error(self.where, exc) from exc
-                if time.monotonic() + 0.005 > min(deadline, self._retry_until) or not self._alive():
+                soon = time.monotonic() + 0.005
+                if soon > self._retry_until or not self._alive():
                     raise ProxyUnreachable(f"connect {self.where}: {exc}") from exc
+                if soon > deadline:  # a runtime that does not listen within the request's time
+                    raise ProxyTimeout(f"connect {self.where}: nothing listened in time") from exc
                 time.sleep(0.005)
 
 

@@ -34,7 +34,14 @@ import docker.types
 
 from owx.common.cgroups import CgroupError
 from owx.common.dockerd import ensure_dockerd
-from owx.platform.embedded.container import IMAGE_PULL_ERROR, ActionStartupError, Backend, Container, ContainerRequest
+from owx.platform.embedded.container import (
+    IMAGE_PULL_ERROR,
+    IMAGE_START_ERROR,
+    ActionStartupError,
+    Backend,
+    Container,
+    ContainerRequest,
+)
 from owx.platform.embedded.host_firewall import docker_bridge
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
@@ -128,16 +135,16 @@ class DockerBackend(Backend):
         except docker.errors.ImageNotFound:  # no registry to pull from: a missing image is a failed pull
             self.identities.give_back(uid)
             raise ActionStartupError(IMAGE_PULL_ERROR.format(image=image)) from None
-        except BaseException:
+        except BaseException as exc:
             self.identities.give_back(uid)
-            raise
+            raise _startup_error(image, exc) from exc
         container = DockerContainer(created["Id"], request, self.watcher, self.notifier, self.exits)
         container.uid, container.identities = uid, self.identities
         try:
             container.start(api, secret, self.network)
-        except BaseException:
+        except BaseException as exc:
             container.destroy()
-            raise
+            raise _startup_error(image, exc) from exc
         return container
 
     def _writable_places(self, image: str) -> dict[str, str]:
@@ -176,6 +183,14 @@ class DockerBackend(Backend):
         self.client.close()
 
 
+def _startup_error(image: str, exc: BaseException) -> BaseException:
+    """What dockerd refused for the image's sake (a 4xx: no command, an entrypoint that is not there)
+    is the action's failure, as OpenWhisk's BlackboxStartupError is; anything else stays the platform's."""
+    if isinstance(exc, docker.errors.APIError) and exc.is_client_error():
+        return ActionStartupError(IMAGE_START_ERROR.format(image=image, reason=exc.explanation or exc))
+    return exc
+
+
 class DockerContainer(Container):
     backend_name = "docker"
 
@@ -195,6 +210,9 @@ class DockerContainer(Container):
         self._watcher.watch_stream(fd, _Demuxer(self).feed, lambda: self.tenant)
         api.start(self.id)
         state = api.inspect_container(self.id)
+        if not state["State"]["Running"]:
+            raise ActionStartupError(IMAGE_START_ERROR.format(image=state["Config"]["Image"],
+                                                              reason="its command ended at once"))
         address = state["NetworkSettings"]["Networks"][network]["IPAddress"]
         self.proxy = ProxyClient(address, RUNTIME_PORT, connect_retry_s=CONNECT_RETRY_S, alive=self.is_alive,
                                  secret=secret)
