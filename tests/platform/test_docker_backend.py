@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import signal
 import socket
@@ -16,7 +17,7 @@ from tests.fixtures.polling import wait_for
 from tests.fixtures.sockets import listening
 
 from owx.common.cgroups import Cgroup
-from owx.common.dockerd import ensure_dockerd
+from owx.common.dockerd import engine_pid, ensure_dockerd
 from owx.platform.embedded.container_limits import MB, cpu_shares
 from owx.platform.types import (
     DEVELOPER_ERROR,
@@ -229,3 +230,28 @@ def test_an_image_that_never_listens_times_out_its_initialization(docker_platfor
     finally:
         docker_platform.close()
         docker_client.images.remove(image, force=True)
+
+
+def test_containers_dockerd_could_not_remove_are_removed_at_the_next_start(make_platform, docker_client, tmp_path,
+                                                                           caplog):
+    """dockerd going away mid-life fails no listener and no close: a container it could not remove
+    keeps its uid (it may live on), and the instance's Docker backend removes it when it next starts."""
+    state = tmp_path / "state"
+    platform = make_platform(kind="docker", state_dir=state)
+    outcome = platform.run(spec(ECHO), request())
+    assert outcome.status == SUCCESS
+    engine = engine_pid()
+    assert engine is not None
+    stopped = tmp_path / "stopped.pid"  # the engine removes its own pid file as it stops
+    stopped.write_text(str(engine))
+    try:
+        os.kill(engine, signal.SIGTERM)  # it stops its containers as it goes
+        wait_for(lambda: platform.containers() == [], timeout=60, what="the container's death to be heard")
+        platform.close()
+    finally:
+        wait_for(lambda: engine_pid(stopped) is None, timeout=60, what="the engine to stop")
+        client = ensure_dockerd(timeout=60)
+    assert [c.id for c in client.containers.list(all=True) if c.id == outcome.container_id]  # left behind
+    assert make_platform(kind="docker", state_dir=state).run(spec(ECHO), request()).status == SUCCESS
+    assert not [c.id for c in client.containers.list(all=True) if c.id == outcome.container_id]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]

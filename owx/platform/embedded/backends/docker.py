@@ -31,6 +31,7 @@ import threading
 import docker
 import docker.errors
 import docker.types
+import requests
 
 from owx.common.cgroups import CgroupError
 from owx.common.dockerd import ensure_dockerd
@@ -228,18 +229,12 @@ class DockerContainer(Container):
         if self._api is not None and self.pid is None:
             try:
                 self._api.kill(self.id)
-            except docker.errors.APIError:
-                pass
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                pass  # gone, or dockerd is: removing it says which
 
     def _release(self) -> None:
-        if self._api is not None:
-            try:
-                self._api.remove_container(self.id, force=True)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as exc:
-                log.warning("could not remove docker container %s: %s", self.id[:12], exc)
-        if self.uid is not None and self.identities is not None:
+        removed = self._api is None or self._remove()
+        if removed and self.uid is not None and self.identities is not None:
             self.identities.give_back(self.uid)
             self.uid = None
         if self._attach is not None:
@@ -248,6 +243,19 @@ class DockerContainer(Container):
                 if closable is not None:
                     closable.close()
             self._attach = None
+
+    def _remove(self) -> bool:
+        """Remove the container from Docker; False when it could not be (dockerd is away): it may live
+        on, so its uid stays taken, and the instance's next start removes it (:meth:`DockerBackend.reap`)."""
+        assert self._api is not None
+        try:
+            self._api.remove_container(self.id, force=True)
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            log.warning("could not remove docker container %s: %s", self.id[:12], exc)
+            return False
+        return True
 
     def _apply_memory_limit(self, memory_bytes: int) -> None:
         assert self._api is not None
