@@ -268,3 +268,32 @@ def test_credentials_in_the_upstream_url_are_named_nowhere() -> None:
         assert f"http://127.0.0.1:{port}" in str(refused.value) and "hunter2" not in str(refused.value)
     finally:
         client.close()
+
+
+def _upstream_gets(upstream: GatewayProcess) -> int:
+    """GET requests of its API the upstream has answered so far (its /metrics; these asks not counted)."""
+    text = requests.get(f"{upstream.url}/metrics", timeout=10).text
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("owx_http_request_duration_seconds_count{") and 'method="GET"' in line
+                   and "metrics" not in line))
+
+
+def test_a_burst_of_updates_cleans_an_actions_old_deployments_once(upstream: GatewayProcess) -> None:
+    """Each update of an action deletes its old upstream deployments, which costs a listing of the
+    tenant's package: a burst of 100 updates made a queue of 100 listings (found by a probe), in front
+    of every tenant's keep-warms. Cleanups not yet begun are one."""
+    settings = UpstreamSettings(url=upstream.url, auth=upstream.auth)
+    platform = OpenWhiskPlatform(settings)
+    try:
+        spec = ActionSpec(key=f"guest/burst-{uuid.uuid4().hex[:8]}@1", kind="python:3", code=ECHO)
+        platform.keep_warm(spec)  # deployed once
+        before = _upstream_gets(upstream)
+        for _ in range(100):
+            platform.forget(spec.key.rpartition("@")[0])
+        seen = [before - 1, before]
+        while seen[-1] != seen[-2] and len(seen) < 60:  # until a second passes without one
+            time.sleep(1.0)
+            seen.append(_upstream_gets(upstream))
+        assert seen[-1] - before <= 3, seen
+    finally:
+        platform.close()

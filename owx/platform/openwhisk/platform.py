@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +65,10 @@ class OpenWhiskPlatform(Platform):
         self.ledger.add_node(NODE, settings.user_memory_mb * MB)
         self.replicas = None
         self.resources = None
-        self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="owx-upstream")  # keep-warms
+        self._cleanups = ThreadPoolExecutor(1, thread_name_prefix="owx-upstream-cleanup")
+        self._cleanups_due: set[tuple[int, str, str]] = set()  # (account, package, prefix) not yet begun
+        self._cleanups_lock = threading.Lock()
         self._secret = (settings.auth or secrets.token_hex(32)).encode()
         self.accounts: UpstreamAccounts = UpstreamAccounts(settings, self._deployments)
         self._turns = RetryTurns(settings.poll_s)
@@ -128,7 +132,24 @@ class OpenWhiskPlatform(Platform):
         owners = (self.accounts.shared, self.accounts.of(namespace))
         for account in self.accounts.every():
             if account in owners or account.holds(package):
-                self._background.submit(account.delete, package, readable_prefix(relative))
+                self._clean_soon(account, package, readable_prefix(relative))
+
+    def _clean_soon(self, account: Deployments, package: str, prefix: str) -> None:
+        """Delete ``account``'s deployments of ``package/prefix*`` on the cleanup thread, once however
+        often the action is updated before that begins (each is a listing of the whole package: a
+        tenant's burst of updates made a queue of them), and never in the way of a keep-warm."""
+        due = (id(account), package, prefix)
+        with self._cleanups_lock:
+            if due in self._cleanups_due:
+                return
+            self._cleanups_due.add(due)
+
+        def clean() -> None:
+            with self._cleanups_lock:
+                self._cleanups_due.discard(due)
+            account.delete(package, prefix)
+
+        self._cleanups.submit(clean)
 
     def limits(self) -> PlatformLimits:
         budget = self.settings.user_memory_mb * MB
@@ -136,6 +157,7 @@ class OpenWhiskPlatform(Platform):
 
     def close(self) -> None:
         self._background.shutdown(wait=True, cancel_futures=True)
+        self._cleanups.shutdown(wait=True, cancel_futures=True)
         self.accounts.close()
 
     # -- internals ----------------------------------------------------------------------------
