@@ -61,6 +61,21 @@ def _credentials(authorization: str | None) -> tuple[str, str]:
     return uuid, key
 
 
+def _named_uuid(authorization: str) -> str | None:
+    """The uuid a Basic ``Authorization`` header names, read leniently (spaces anywhere, padding
+    missing): what a client that mangles its header may still be sending of a key."""
+    scheme, _, rest = authorization.strip().partition(" ")
+    if scheme.lower() != "basic" or len(authorization) > MAX_AUTH_HEADER:
+        return None
+    text = "".join(rest.split())
+    try:
+        decoded = base64.b64decode(text + "=" * (-len(text) % 4)).decode("utf-8", errors="replace")
+    except (binascii.Error, ValueError):
+        return None
+    uuid = decoded.partition(":")[0].strip()
+    return uuid if _UUID.fullmatch(uuid) else None
+
+
 def _checked(identity: Identity | None, key: str) -> Identity:
     if identity is None or not hmac.compare_digest(identity.key.encode(), key.encode()):
         raise unauthenticated()
@@ -126,6 +141,12 @@ class Authenticator:
         except ApiError:
             return None
         return uuid if self.signer.signed(uuid, key) else None
+
+    def names_a_key(self, authorization: str) -> bool:
+        """Whether the header, read leniently, names the uuid of a stored key (may read the store): a
+        header the API refuses as malformed may still carry a tenant's key."""
+        uuid = _named_uuid(authorization)
+        return uuid is not None and self._lookup(uuid) is not None
 
     def _lookup(self, uuid: str) -> Identity | None:
         cached = self._cache.get(uuid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -457,6 +458,12 @@ def test_web_action_request_context_cannot_be_forged(gateway, http):
     seen_url = f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{seen}.json"
     keyed = requests.get(seen_url, auth=tuple(gateway.auth.split(":", 1))).json()["headers"]
     assert "authorization" not in keyed and keyed["user-agent"]  # a valid key is the caller's, not the action's
+    encoded = base64.b64encode(gateway.auth.encode()).decode()
+    for mangled in (f"Basic  {encoded}", f"Basic {encoded} ", f"basic {encoded.rstrip('=')}",
+                    f"Basic {encoded[:20]} {encoded[20:]}"):  # refused by the API, yet the key is in it
+        assert "authorization" not in requests.get(seen_url, headers={"Authorization": mangled}).json()["headers"]
+    app_basic = "Basic " + base64.b64encode(b"alice:app-password").decode()
+    assert requests.get(seen_url, headers={"Authorization": app_basic}).json()["headers"]["authorization"] == app_basic
     other = requests.get(seen_url, headers={"Authorization": "Bearer app-token"}).json()["headers"]
     assert other["authorization"] == "Bearer app-token"  # an application's own scheme reaches it
 

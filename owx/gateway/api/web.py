@@ -63,7 +63,8 @@ def _parameters(raw_http: bool, extra_path: str, max_bytes: int, caller: Identit
     params: dict[str, Any] = {"__ow_method": request.method.lower(), "__ow_headers": headers, "__ow_path": extra_path}
     if caller is not None:
         params["__ow_user"] = caller.namespace
-        del headers["authorization"]  # a caller's owx key is never shown to another tenant's action
+    if caller is not None or ("authorization" in headers and gateway().auth.names_a_key(headers["authorization"])):
+        del headers["authorization"]  # a caller's owx key is never shown to another tenant's action, mangled or not
     if raw_http:
         params["__ow_query"] = request.query_string.decode()
         params["__ow_body"] = _body_text(body)
