@@ -486,6 +486,16 @@ def test_web_action_cors(gateway, http):
     assert own.status_code == 200 and own.json()["method"] == "options"  # the action answered it
     assert "Access-Control-Allow-Origin" not in own.headers
     assert requests.get(custom).status_code == 401
+    its_own = deploy(http, gateway, code=(
+        "def main(args):\n"
+        "    return {'headers': {'Access-Control-Allow-Origin': 'https://app.example',\n"
+        "                        'Access-Control-Allow-Methods': 'GET'}, 'body': 'ok'}\n"),
+        annotations=[{"key": "web-export", "value": True}, {"key": "web-custom-options", "value": True}])
+    for method in (requests.get, requests.options):
+        answer = method(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{its_own}.http")
+        assert answer.status_code == 200 and answer.text == "ok"
+        assert answer.headers["Access-Control-Allow-Origin"] == "https://app.example"  # its own, as it sent them
+        assert answer.headers["Access-Control-Allow-Methods"] == "GET"
 
 
 def test_rest_api_answers_allow_any_origin(gateway, http):

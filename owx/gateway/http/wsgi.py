@@ -52,7 +52,8 @@ class WsgiBridge:
         kept = [(k, v) for k, v in answer.headers if k.lower() in KEPT_HEADERS]
         transaction_id = next((v for k, v in kept if k.lower() == "x-request-id"), "")
         settled = await settle(deferred, transaction_id)
-        settled.headers = [*((k, v) for k, v in settled.headers if k.lower() not in KEPT_HEADERS), *kept]
+        replaced = {k.lower() for k, _ in kept}  # an action that takes CORS over keeps its own
+        settled.headers = [*((k, v) for k, v in settled.headers if k.lower() not in replaced), *kept]
         return settled
 
     def close(self) -> None:
