@@ -263,6 +263,11 @@ class HttpConnection(asyncio.Protocol):
 
     def _feed(self, piece: bytes) -> bool:
         """Parse ``piece``; False when the connection is done reading (refused, or another protocol)."""
+        if self._in_head:  # the parser keeps an unfinished field whole, unseen by the callbacks' count
+            self._head_read += len(piece)
+            if self._head_read > self._limits.max_head_bytes + PARSE_SLICE:
+                self._refuse(431, HEAD_TOO_BIG.format(allowed=self._limits.max_head_bytes))
+                return False
         try:
             self._parser.feed_data(piece)
         except httptools.HttpParserUpgrade:
@@ -298,7 +303,8 @@ class HttpConnection(asyncio.Protocol):
     def _reset_message(self) -> None:
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
-        self._head_bytes = 0
+        self._head_bytes = 0  # of the fields parsed
+        self._head_read = 0  # bytes fed while in the head (a piece's worth late: see _feed)
         self._length: bytes | None = None  # Content-Length, as sent
         self._expects = False  # Expect: 100-continue
         self._authorization: bytes | None = None  # the first Authorization header
