@@ -18,13 +18,13 @@ What a connection guarantees, whatever the client sends:
   bytes trickle in, and so is one whose client stops reading its answers: slow clients hold
   nothing for long;
 - the connections of a server together hold at most ``Limits.max_connections`` descriptors and
-  ``Limits.max_held_body_bytes`` of request bodies not yet answered, and no one peer (a client
-  address; IPv6 ones by their /64, which one client holds whole) takes what others need: past the
-  connection limit a new connection closes an idle one of the peer that has the most (the longest
-  idle of those), or is closed itself when none is idle; a peer holds at most
-  ``max_held_body_bytes // (other peers holding + 2)`` of bodies (a body past its share, or past the
-  whole, gets a 503), so one that holds nothing always finds room. Behind one proxy, all clients
-  are one peer;
+  ``Limits.max_held_body_bytes`` of request bodies not yet answered and of heads not yet whole,
+  and no one peer (a client address; IPv6 ones by their /64, which one client holds whole) takes
+  what others need: past the connection limit a new connection closes an idle one of the peer that
+  has the most (the longest idle of those), or is closed itself when none is idle; a peer holds at
+  most ``max_held_body_bytes // (other peers holding + 2)`` of them (a body or head past its share,
+  or past the whole, gets a 503), so one that holds nothing always finds room. Behind one proxy,
+  all clients are one peer;
 - a read is parsed a slice at a time, and the rest waits while ``MAX_QUEUED`` requests do: a
   client that pipelines thousands of requests in one write makes the loop build eight, not all;
 - trailer fields of a chunked body are dropped, never merged into the head (RFC 9110 6.5.1: an
@@ -64,7 +64,7 @@ Handler = Callable[[Request], Awaitable[Response | None]]  # None: it answered t
 MAX_QUEUED = 8  # pipelined requests read ahead of the one being handled
 PARSE_SLICE = 4096  # bytes parsed at a time once a read is larger (MAX_QUEUED is looked at between slices)
 HEAD_TOO_BIG = "The request's head is larger than allowed: more than {allowed} bytes."
-BODIES_HELD = "The gateway holds as many request bodies as it may: try again shortly."
+BODIES_HELD = "The gateway holds as many requests as it may: try again shortly."
 HOST_MISSING = "An HTTP/1.1 request names its host in exactly one Host header."
 MALFORMED_HTTP = "The request is not valid HTTP/1.1: {detail}"
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
@@ -207,6 +207,8 @@ class HttpConnection(asyncio.Protocol):
         self._idle: asyncio.TimerHandle | None = None  # looks at idle_since when it fires
         self.idle_since: float | None = None  # loop time since which no request is handled (None: one is)
         self._held = 0  # bytes of bodies read and not yet answered, counted in the connections'
+        self._head_read = 0  # bytes fed since the last head was whole (see _feed)
+        self._head_held = 0  # of those, counted in the connections' as bodies are
         self._unparsed = b""  # read, not yet parsed: it waits while MAX_QUEUED requests do
         self._reset_message()
 
@@ -228,8 +230,8 @@ class HttpConnection(asyncio.Protocol):
         self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._connections.leave(self, self._held)
-        self._held = 0
+        self._connections.leave(self, self._held + self._head_held)
+        self._held = self._head_held = 0
         self._closing = True
         self._queue.clear()
         self._unparsed = b""
@@ -278,7 +280,17 @@ class HttpConnection(asyncio.Protocol):
                 self._refuse(500, INTERNAL)
         except httptools.HttpParserError as exc:
             self._refuse(400, MALFORMED_HTTP.format(detail=exc))
+        if self._in_head and self._head_read > self._head_held and not self._closing:
+            self._hold_head()
         return not self._closing
+
+    def _hold_head(self) -> None:
+        """Count the bytes of a head not yet whole in the peer's share, as its bodies are (until the
+        head is whole); past the share a 503."""
+        if self._connections.hold(self.peer, self._head_read - self._head_held):
+            self._head_held = self._head_read
+        else:
+            self._refuse(503, BODIES_HELD)
 
     def _parse_unparsed(self) -> None:
         """Parse what waited for the queue (reading resumes after it, unless the queue fills again)."""
@@ -304,7 +316,6 @@ class HttpConnection(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_bytes = 0  # of the fields parsed
-        self._head_read = 0  # bytes fed while in the head (a piece's worth late: see _feed)
         self._length: bytes | None = None  # Content-Length, as sent
         self._expects = False  # Expect: 100-continue
         self._authorization: bytes | None = None  # the first Authorization header
@@ -346,6 +357,8 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._connections.release(self.peer, self._head_held)
+        self._head_read = self._head_held = 0
         if self._hosts > 1 or (self._hosts == 0 and self._parser.get_http_version() == "1.1"):
             self._refuse(400, HOST_MISSING)
             raise httptools.HttpParserCallbackError("no single host")
