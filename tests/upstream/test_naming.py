@@ -37,3 +37,13 @@ def test_the_digest_memo_keeps_no_more_code_than_its_budget():
     assert memo._held == 6 and list(memo._digests) == [second]  # the older one went
     assert memo.digest(("a@3", "z" * 11), 11) and memo._held == 6  # larger than the budget: not kept
     assert memo.digest(first, 6) == digest  # hashed again, the same name
+
+
+def test_a_namespace_too_long_for_an_upstream_name_gets_a_package_of_its_own_within_it():
+    """OpenWhisk refuses a name segment over 256 characters (the stand-in answered 'Name segement
+    longer than allowed: 260 > 256' to every deploy of a 256-character namespace, found by a probe)."""
+    long_a, long_b = "a" * 250 + "x" * 6, "a" * 250 + "y" * 6
+    packages = {naming.package_of("owx", ns) for ns in (long_a, long_b)}
+    assert len(packages) == 2 and all(len(p) == 256 for p in packages)
+    assert all(p.startswith("owx-aaaa") for p in packages)
+    assert naming.package_of("owx", "alice") == "owx-alice"  # short ones as documented

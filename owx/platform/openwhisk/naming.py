@@ -1,7 +1,8 @@
 """Where an owx action lives upstream: deterministic names, one upstream package per owx namespace.
 
-* owx namespace ``NS`` → upstream package ``<prefix>-NS`` (private, in owx's upstream namespace);
-  nothing of one tenant is in another tenant's package, and tenants never hold the upstream key.
+* owx namespace ``NS`` → upstream package ``<prefix>-NS`` (private, in owx's upstream namespace;
+  a longer one than OpenWhisk allows is cut and ends in a digest of ``NS``); nothing of one tenant
+  is in another tenant's package, and tenants never hold the upstream key.
 * owx action ``NS/[PKG/]NAME`` as deployed with one spec → upstream action
   ``[PKG.]NAME@<h>`` in that package, ``h`` the first 12 hex digits of the SHA-256 of the action's
   path and everything that is deployed (code, kind, image, main, memory, timeout, log limit,
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from owx.platform.types import ActionSpec
 
 HASH_DIGITS = 12
-MAX_READABLE = 200  # OpenWhisk allows 256 characters per name; the hash and '@' follow
+MAX_SEGMENT = 256  # the longest name (of a package, an action) OpenWhisk allows
+MAX_READABLE = 200  # of an action's name; the hash and '@' follow
 MEMO_CODE_CHARS = 64 * 1024 * 1024  # code the digest memo keeps alive, whatever tenants deploy
 
 
@@ -38,7 +40,13 @@ class UpstreamName:
 
 
 def package_of(prefix: str, namespace: str) -> str:
-    return f"{prefix}-{namespace}"
+    """``<prefix>-NS``; past OpenWhisk's 256 characters a name segment may have, its start and a
+    digest of the namespace, exactly 256 long (no shorter name is one of these)."""
+    package = f"{prefix}-{namespace}"
+    if len(package) <= MAX_SEGMENT - HASH_DIGITS - 1:
+        return package
+    digest = hashlib.sha256(namespace.encode()).hexdigest()[:HASH_DIGITS]
+    return f"{package[:MAX_SEGMENT - HASH_DIGITS - 1]}-{digest}"
 
 
 def path_of(spec: ActionSpec) -> tuple[str, str]:
