@@ -405,6 +405,13 @@ def main(args):
                   annotations=[{"key": "web-export", "value": True}])
     html = requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{text}.html")
     assert html.text == "<b>hi</b>" and html.headers["content-type"].startswith("text/html")
+    svg = requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{text}.svg")
+    assert svg.text == "<b>hi</b>" and svg.headers["content-type"].startswith("image/svg+xml")
+    not_text = deploy(http, gateway, code="def main(a):\n    return {'body': {'a': 1}}\n",
+                      annotations=[{"key": "web-export", "value": True}])
+    for extension, media in ((".html", "text/html"), (".text", "text/plain"), (".svg", "image/svg+xml")):
+        refused = requests.get(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{not_text}{extension}")
+        assert refused.status_code == 400 and refused.json()["error"] == f"Response is not valid '{media}'."
     raw = deploy(http, gateway, code="def main(a):\n    return {'body': a['__ow_query'] + '|' + a['__ow_body']}\n",
                  annotations=[{"key": "web-export", "value": True}, {"key": "raw-http", "value": True}])
     plain = requests.post(f"{gateway.url}/api/v1/web/{gateway.namespace}/default/{raw}.text?a=b", data="payload")

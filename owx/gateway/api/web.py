@@ -1,4 +1,4 @@
-"""Web actions: ``/api/v1/web/{ns}/{pkg|default}/{action}[.json|.html|.http|.text][/path]``.
+"""Web actions: ``/api/v1/web/{ns}/{pkg|default}/{action}[.json|.html|.http|.text|.svg][/path]``.
 
 No authentication needed: the action must carry the ``web-export`` annotation. As OpenWhisk's:
 
@@ -37,7 +37,8 @@ from owx.gateway.pipeline.invoke import PARAMETERS_NOT_ALLOWED, Completion
 from owx.platform.types import APPLICATION_ERROR, SUCCESS
 
 blueprint = Blueprint("web", __name__, url_prefix="/api/v1/web")
-EXTENSIONS = (".json", ".html", ".http", ".text")
+EXTENSIONS = (".json", ".html", ".http", ".text", ".svg")
+MEDIA = {".html": "text/html", ".text": "text/plain", ".svg": "image/svg+xml"}  # of a result's "body" string
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 PROPERTY_MISSING = "Response does not include requested property."
 RESERVED = frozenset({"__ow_method", "__ow_headers", "__ow_path", "__ow_user", "__ow_query", "__ow_body"})
@@ -174,8 +175,9 @@ def _respond(extension: str, result: Any) -> Response:
         return _http(result)
     if not isinstance(result, dict) or "body" not in result:
         raise bad_request(PROPERTY_MISSING)
-    mimetype = "text/html" if extension == ".html" else "text/plain"
-    return Response(str(result["body"]), mimetype=mimetype)
+    if not isinstance(result["body"], str):
+        raise bad_request(f"Response is not valid '{MEDIA[extension]}'.")
+    return Response(result["body"], mimetype=MEDIA[extension])
 
 
 def _http(result: Any) -> Response:
