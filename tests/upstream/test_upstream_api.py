@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +22,7 @@ from owx.platform.openwhisk.client import UpstreamClient
 from owx.platform.openwhisk.naming import upstream_name
 from owx.platform.openwhisk.platform import OpenWhiskPlatform
 from owx.platform.settings import UpstreamSettings
-from owx.platform.types import ActionSpec
+from owx.platform.types import ActionSpec, RunRequest
 from tests.fixtures.polling import wait_for
 from tests.upstream.conftest import UPSTREAM_AUTH
 
@@ -297,3 +299,50 @@ def test_a_burst_of_updates_cleans_an_actions_old_deployments_once(upstream: Gat
         assert seen[-1] - before <= 3, seen
     finally:
         platform.close()
+
+
+def test_an_activation_id_that_is_not_one_is_the_upstreams_fault() -> None:
+    """An upstream answering 202 with an id that is not 32 hex digits (here a path) fails the
+    activation as a 502 naming it, and owx sends no request with it in the URL (found by a probe:
+    103 polls of GET /activations/../../namespaces/..., with owx's key). A hostile upstream cannot be
+    made of the stand-in, so this one is a small HTTP server of the test's."""
+    asked: list[str] = []
+
+    class Hostile(http.server.BaseHTTPRequestHandler):
+        def _answer(self, status: int, body: dict) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            asked.append(f"{self.command} {self.path}")
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_PUT(self) -> None:  # noqa: N802 - http.server's name
+            self._answer(200, {})
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._answer(202, {"activationId": "../../namespaces/_/actions/owx-guest%3Fx"})
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._answer(404, {"error": "not found"})
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    platform = OpenWhiskPlatform(UpstreamSettings(url=f"http://127.0.0.1:{server.server_port}", auth=UPSTREAM_AUTH))
+    try:
+        spec = ActionSpec(key="guest/victim@1", kind="python:3", code=ECHO)
+        request = RunRequest(value={}, namespace="guest", action_name="/guest/victim", activation_id="a" * 32,
+                             transaction_id="t" * 32)
+        with pytest.raises(PlatformError) as failed:
+            platform.run(spec, request)
+        assert failed.value.status == 502 and "not one" in str(failed.value)
+        assert not [line for line in asked if line.startswith("GET")], asked
+    finally:
+        platform.close()
+        server.shutdown()
+        server.server_close()

@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import threading
 import time
@@ -52,6 +53,7 @@ MB = 1024 * 1024
 BLOCKING_WAIT_S = 60.0  # OpenWhisk answers a blocking invoke with 202 after at most a minute
 RESULT_GRACE_S = 30.0  # how long after its time limit an activation's record may still appear
 NO_RECORD = "whisk internal error: the upstream activation {id} left no record within {s:.0f} s of its time limit"
+_ACTIVATION_ID = re.compile(r"[0-9a-f]{32}", re.ASCII)
 
 
 class OpenWhiskPlatform(Platform):
@@ -334,9 +336,13 @@ def _deleted(answer: Answer) -> bool:
 
 
 def _pending(answer: Answer) -> str | None:
-    """The id of the activation, if the upstream answered before its record was made (a 202)."""
+    """The id of the activation, if the upstream answered before its record was made (a 202); one
+    that is not OpenWhisk's 32 hex digits is the upstream's fault (it goes into URLs and records)."""
     activation_id = answer.activation_id or _id(answer)
     if answer.status == 202 or (activation_id and not is_record(answer.body)):
+        if not _ACTIVATION_ID.fullmatch(activation_id):
+            raise PlatformError(502, f"The upstream OpenWhisk answered the invocation with an activation id "
+                                     f"that is not one: {activation_id[:100]!r}")
         return activation_id
     return None
 
