@@ -29,8 +29,9 @@ STATUSES: dict[str, Status] = {
     "action developer error": "action developer error",
     "whisk internal error": "whisk internal error",
 }
-TIMEOUT = re.compile(r"^The action exceeded its time limits of \d+ milliseconds\.")
+TIMEOUT = re.compile(r"The action exceeded its time limits of \d+ milliseconds\.")
 UPSTREAM_ID = "upstreamActivationId"
+_FAILURES = {EXITED_MESSAGE: "exited", INIT_EXITED_MESSAGE: "init", OOM_MESSAGE: "oom"}
 
 
 def is_record(body: Any) -> bool:
@@ -38,17 +39,12 @@ def is_record(body: Any) -> bool:
 
 
 def failure_of(status: Status, result: Any) -> str | None:
-    """Which platform failure the record's wording names (None for an action's own outcome)."""
+    """Which platform failure the record's wording names, word for word (None for an action's own
+    outcome: an error it raised only begins with that wording, ``Name: message``)."""
     error = result.get("error") if isinstance(result, dict) else None
     if status != "action developer error" or not isinstance(error, str):
         return None
-    if error.startswith(EXITED_MESSAGE) or error.startswith(INIT_EXITED_MESSAGE):
-        return "exited" if error.startswith(EXITED_MESSAGE) else "init"
-    if error.startswith(OOM_MESSAGE):
-        return "oom"
-    if TIMEOUT.match(error):
-        return "timeout"
-    return None
+    return _FAILURES.get(error) or ("timeout" if TIMEOUT.fullmatch(error) else None)
 
 
 def outcome_of(record: dict[str, Any]) -> RunOutcome:
