@@ -138,14 +138,18 @@ class DockerBackend(Backend):
             raise ActionStartupError(IMAGE_PULL_ERROR.format(image=image)) from None
         except BaseException as exc:
             self.identities.give_back(uid)
-            raise _startup_error(image, exc) from exc
+            if (refused := _refused_image(image, exc)) is None:
+                raise
+            raise refused from exc
         container = DockerContainer(created["Id"], request, self.watcher, self.notifier, self.exits)
         container.uid, container.identities = uid, self.identities
         try:
             container.start(api, secret, self.network)
         except BaseException as exc:
             container.destroy()
-            raise _startup_error(image, exc) from exc
+            if (refused := _refused_image(image, exc)) is None:
+                raise
+            raise refused from exc
         return container
 
     def _writable_places(self, image: str) -> dict[str, str]:
@@ -184,12 +188,12 @@ class DockerBackend(Backend):
         self.client.close()
 
 
-def _startup_error(image: str, exc: BaseException) -> BaseException:
+def _refused_image(image: str, exc: BaseException) -> ActionStartupError | None:
     """What dockerd refused for the image's sake (a 4xx: no command, an entrypoint that is not there)
-    is the action's failure, as OpenWhisk's BlackboxStartupError is; anything else stays the platform's."""
+    is the action's failure, as OpenWhisk's BlackboxStartupError is; None: the platform's."""
     if isinstance(exc, docker.errors.APIError) and exc.is_client_error():
         return ActionStartupError(IMAGE_START_ERROR.format(image=image, reason=exc.explanation or exc))
-    return exc
+    return None
 
 
 class DockerContainer(Container):
