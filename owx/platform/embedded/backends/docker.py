@@ -12,10 +12,10 @@ on a v1 system too), which takes a fraction of what ``docker pause`` takes.
 Every container is confined the way the local backend's sandbox is: a uid of its own (never
 root), no capabilities, no new privileges, a read-only root with size-limited tmpfs on /tmp and
 on each volume the image declares as its only writable places, and a secret of its own that its
-runtime requires on every ``/init`` and ``/run``. They run on the instance's own Docker network, where no container reaches another
-and the host firewall (:mod:`owx.platform.embedded.host_firewall`) keeps them off this machine's
-services. Containers carry their instance's label, so a restarted instance removes what its
-killed predecessor left.
+runtime requires on every ``/init`` and ``/run``. They run on the instance's own Docker network,
+where no container reaches another and the host firewall
+(:mod:`owx.platform.embedded.host_firewall`) keeps them off this machine's services. Containers
+carry their instance's label, so a restarted instance removes what its killed predecessor left.
 """
 
 from __future__ import annotations
