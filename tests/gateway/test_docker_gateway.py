@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from urllib.parse import urlsplit
+
 import pytest
 
 from owx.common.dockerd import ensure_dockerd
@@ -49,3 +52,43 @@ def test_blackbox_action_runs_its_image(docker_gateway):
     assert {"key": "exec", "value": "blackbox"} in created.json()["annotations"]
     record = http.post(gateway.api("actions/boxed"), params={"blocking": "true"}, json={"v": 1}).json()
     assert record["response"]["result"] == {"blackbox": 1}, record["response"]
+
+
+API_CALLER = """import json, os, socket, urllib.parse, urllib.request, base64
+
+def main(args):
+    host = os.environ['__OW_API_HOST']
+    key = base64.b64encode(os.environ['__OW_API_KEY'].encode()).decode()
+    request = urllib.request.Request(host + '/api/v1/namespaces/_/actions',
+                                     headers={'Authorization': 'Basic ' + key})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        names = [action['name'] for action in json.load(answer)]
+    closed = socket.socket()
+    closed.settimeout(5)
+    try:
+        closed.connect((urllib.parse.urlsplit(host).hostname, args['closed_port']))
+        other_service = 'reached'
+    except OSError as exc:
+        other_service = type(exc).__name__
+    return {'host': host, 'names': names, 'other_service': other_service}
+"""
+
+
+def test_an_action_in_docker_reaches_the_gateway_at_its_api_host_and_no_other_service(docker_gateway):
+    """A container has a network namespace of its own, where 127.0.0.1 is the container: its
+    ``__OW_API_HOST`` names an address of this machine it reaches (the action calls the API with
+    its key, as Lithops' remote invoker does), and that address opens no other port of the machine."""
+    gateway, _ = docker_gateway
+    http = gateway.session()
+    service = socket.create_server(("0.0.0.0", 0))  # a service of this machine's that containers must not reach
+    body = {"exec": {"kind": "python:3", "code": API_CALLER},
+            "annotations": [{"key": "provide-api-key", "value": True}]}
+    assert http.put(gateway.api("actions/api-caller"), json=body).status_code == 200
+    with service:
+        record = http.post(gateway.api("actions/api-caller"), params={"blocking": "true"},
+                           json={"closed_port": service.getsockname()[1]}).json()
+    assert record["response"]["success"], record["response"]
+    result = record["response"]["result"]
+    assert "api-caller" in result["names"]
+    assert urlsplit(result["host"]).hostname not in ("127.0.0.1", "localhost")
+    assert result["other_service"] == "ConnectionRefusedError"

@@ -314,6 +314,10 @@ class Backend(ABC):
     def create(self, request: ContainerRequest) -> Container:
         """Start a container for ``request``; it is ready for ``init`` when this returns."""
 
+    def api_host(self, requested: str) -> str:
+        """``__OW_API_HOST`` as this backend's containers reach it (``requested``: as this machine does)."""
+        return requested
+
     def close(self) -> None:
         """Stop the backend's threads (containers are destroyed by their pools)."""
         self.exits.shutdown(wait=True)

@@ -18,7 +18,8 @@ Docker containers (blackbox actions, the ``docker`` platform kind) have network 
 own, on the instance's own Docker network (bridge ``owxd<first uid>``, no traffic between its
 containers): what they send to this machine through that bridge is refused the same way, except
 replies to the gateway's own connections, and their packets to the metadata addresses are not
-forwarded.
+forwarded. The bridge's own address stands for 127.0.0.1 at the open ports (`alias_loopback`:
+the container's ``__OW_API_HOST`` names it, and the gateway listens on loopback only).
 
 What ports cannot describe: abstract Unix sockets, closed by the sandbox's Landlock scope (Linux
 6.12 and later; on an older kernel they stay open, and the platform logs so at start), and an open
@@ -32,10 +33,12 @@ over loopback is refused like any other local traffic (they talk over pipes or U
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import subprocess
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 from owx.platform.embedded import uid_block
 from owx.platform.embedded.uid_block import UidBlock
@@ -57,7 +60,8 @@ class HostFirewall:
         _delete_dead_tables()
         self._open: set[int] = set()
         self._lock = threading.Lock()
-        uids, bridge = f"{block.first}-{block.last}", docker_bridge(block.first)
+        self.bridge = docker_bridge(block.first)
+        uids, bridge = f"{block.first}-{block.last}", self.bridge
         _nft(f"""table inet {self.table}
 delete table inet {self.table}
 table inet {self.table} {{
@@ -85,6 +89,11 @@ table inet {self.table} {{
     iifname "{bridge}" ip daddr 169.254.0.0/16 reject
     iifname "{bridge}" ip6 daddr {METADATA_V6} reject
   }}
+  set loopback_aliases {{ type ipv4_addr; }}
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "{bridge}" ip daddr @loopback_aliases tcp dport @open_ports dnat ip to 127.0.0.1
+  }}
 }}
 """)
         for port in open_ports:
@@ -97,6 +106,14 @@ table inet {self.table} {{
                 return
             _nft(f"add element inet {self.table} open_ports {{ {int(port)} }}\n")
             self._open.add(port)
+
+    def alias_loopback(self, address: str) -> None:
+        """Let the Docker containers reach the open ports at ``address`` (their bridge's own, on this
+        machine) as the local containers reach them at 127.0.0.1, where services such as the gateway
+        listen (a container's 127.0.0.1 is itself)."""
+        Path(f"/proc/sys/net/ipv4/conf/{self.bridge}/route_localnet").write_text("1\n")  # else 127/8 is martian there
+        with self._lock:
+            _nft(f"add element inet {self.table} loopback_aliases {{ {ipaddress.IPv4Address(address)} }}\n")
 
     def close(self) -> None:
         try:

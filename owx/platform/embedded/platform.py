@@ -62,7 +62,7 @@ class EmbeddedPlatform(Platform):
         self._helper_uids_lock = threading.Lock()
         try:
             if self.uid_block is not None:
-                self.firewall = HostFirewall(self.uid_block, settings.sandbox.host_ports)
+                self.firewall = self.backends.firewall = HostFirewall(self.uid_block, settings.sandbox.host_ports)
                 _warn_of_missing_landlock(kernel.landlock_abi())
             for index in range(settings.nodes):
                 name = f"node{index}"

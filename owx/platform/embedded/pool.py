@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from owx.common import jsonvalues
 from owx.common.cgroups import CgroupError
@@ -151,7 +151,7 @@ class ContainerPool:
         if slot is None or grant.from_stem:
             # as OpenWhisk's invoker times a cold start: making the container is waiting, /init is initTime,
             # and the activation starts with its /init
-            env = ow_env(request.payload(_deadline_ms(spec)))
+            env = ow_env(self._payload(spec, request))
             start = self._start_for(spec, request.action_name, grant, activation_env=env)
             started = start.init_sent
             if start.failed is not None:
@@ -211,7 +211,7 @@ class ContainerPool:
             container.resume()
             oom_before = container.oom_kills_before_run()
             try:
-                body = jsonvalues.dumps(request.payload(_deadline_ms(spec)))
+                body = jsonvalues.dumps(self._payload(spec, request))
                 response = await container.run_async(body, spec.timeout_ms / 1000, spec.result_bytes)
             except (ProxyTimeout, ProxyUnreachable) as exc:  # rare: its blocking ends go to a thread
                 return await run_on_thread(None, self._lost_run, slot, spec, started, exc)
@@ -223,6 +223,14 @@ class ContainerPool:
             return self._failure(INTERNAL_ERROR, RUN_FAILED, started)
         finally:
             self._release(slot)
+
+    def _payload(self, spec: ActionSpec, request: RunRequest) -> dict[str, Any]:
+        """``request``'s ``/run`` body for a container of ``spec``, sent now (its API host as that
+        container reaches it)."""
+        payload = request.payload(_deadline_ms(spec))
+        if request.api_host:
+            payload["api_host"] = self.backend_for(spec.kind).api_host(request.api_host)
+        return payload
 
     async def _logs(self, container: Container, limit_bytes: int) -> list[str]:
         """The activation's lines once both sentinels are read (at most ``sentinel_wait_s`` away)."""
@@ -663,7 +671,7 @@ class ContainerPool:
         container.resume()
         oom_before = container.oom_kills_before_run()
         try:
-            response = container.run(request.payload(_deadline_ms(spec)), spec.timeout_ms / 1000, spec.result_bytes)
+            response = container.run(self._payload(spec, request), spec.timeout_ms / 1000, spec.result_bytes)
         except (ProxyTimeout, ProxyUnreachable) as exc:
             return self._lost_run(slot, spec, started, exc)
         logs = container.logs.collect(self.settings.sentinel_wait_s, spec.logs_bytes)

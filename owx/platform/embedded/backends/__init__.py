@@ -12,6 +12,7 @@ import threading
 
 from owx.common.dockerd import DEFAULT_SOCKET
 from owx.platform.embedded.container import Backend
+from owx.platform.embedded.host_firewall import HostFirewall
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.watcher import FdWatcher
@@ -29,6 +30,7 @@ class Backends:
     def __init__(self, settings: PlatformSettings, docker_only: bool, instance: Instance,
                  identities: Identities, watcher: FdWatcher) -> None:
         self.settings = settings
+        self.firewall: HostFirewall | None = None  # the platform's, once it has one: Docker's bridge is aliased there
         self.watcher = watcher
         self.docker_only = docker_only
         self.instance = instance
@@ -65,7 +67,7 @@ class Backends:
             return ProcessBackend(self.settings, self.instance, self.identities, self.watcher)
         from owx.platform.embedded.backends.docker import DockerBackend
 
-        return DockerBackend(self.settings, self.instance, self.identities, self.watcher)
+        return DockerBackend(self.settings, self.instance, self.identities, self.watcher, self.firewall)
 
     def close(self) -> None:
         with self._lock:

@@ -14,7 +14,9 @@ root), no capabilities, no new privileges, a read-only root with size-limited tm
 on each volume the image declares as its only writable places, and a secret of its own that its
 runtime requires on every ``/init`` and ``/run``. They run on the instance's own Docker network,
 where no container reaches another and the host firewall
-(:mod:`owx.platform.embedded.host_firewall`) keeps them off this machine's services. Containers
+(:mod:`owx.platform.embedded.host_firewall`) keeps them off this machine's services but its open
+ports (the gateway's among them), which they reach at the bridge's address: their
+``__OW_API_HOST`` names it when the gateway's is this machine's loopback. Containers
 carry their instance's label, so a restarted instance removes what its killed predecessor left.
 """
 
@@ -27,6 +29,7 @@ import secrets
 import signal
 import struct
 import threading
+from urllib.parse import urlsplit
 
 import docker
 import docker.errors
@@ -43,7 +46,7 @@ from owx.platform.embedded.container import (
     Container,
     ContainerRequest,
 )
-from owx.platform.embedded.host_firewall import docker_bridge
+from owx.platform.embedded.host_firewall import HostFirewall, docker_bridge
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
@@ -56,6 +59,7 @@ log = logging.getLogger(__name__)
 RUNTIME_PORT = 8080
 CONNECT_RETRY_S = 30.0  # the proxy starts listening some time after `docker start`
 TENSORFLOW_KIND = "python:tensorflow"
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "0.0.0.0"})  # where a gateway on this machine's loopback listens
 STREAM_NAMES = {1: "stdout", 2: "stderr"}
 INSTANCE_LABEL = "owx.instance"
 
@@ -66,7 +70,7 @@ class DockerBackend(Backend):
     name = "docker"
 
     def __init__(self, settings: PlatformSettings, instance: Instance, identities: Identities,
-                 watcher: FdWatcher) -> None:
+                 watcher: FdWatcher, firewall: HostFirewall | None) -> None:
         super().__init__(watcher)
         self.client = ensure_dockerd()
         self.runtime_image = settings.runtime_image
@@ -77,6 +81,7 @@ class DockerBackend(Backend):
         self._image_lock = threading.Lock()
         self.reap()
         self.network = self._own_network(identities.uids.start)
+        self.host_address = self._bridge_address(firewall)
 
     def _own_network(self, first_uid: int) -> str:
         """The instance's Docker network (made, or left by a killed predecessor holding the same uids):
@@ -89,6 +94,23 @@ class DockerBackend(Backend):
                 "com.docker.network.bridge.name": docker_bridge(first_uid),
                 "com.docker.network.bridge.enable_icc": "false"})
         return name
+
+    def _bridge_address(self, firewall: HostFirewall | None) -> str | None:
+        """This machine's address on the network's bridge, standing for its loopback at the open ports
+        (None without a firewall: then no port is opened there)."""
+        if firewall is None:
+            return None
+        address = self.client.api.inspect_network(self.network)["IPAM"]["Config"][0]["Gateway"]
+        firewall.alias_loopback(address)
+        return address
+
+    def api_host(self, requested: str) -> str:
+        """A loopback ``requested`` (the gateway's default) as the bridge's address: a container's
+        loopback is its own."""
+        where = urlsplit(requested)
+        if self.host_address is None or where.hostname not in LOOPBACK_NAMES:
+            return requested
+        return where._replace(netloc=f"{self.host_address}:{where.port}" if where.port else self.host_address).geturl()
 
     def reap(self) -> int:
         """Remove the containers of this instance that a killed predecessor left; how many."""
