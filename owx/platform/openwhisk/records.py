@@ -4,8 +4,8 @@ OpenWhisk tells container failures only by their wording in the record's result 
 writes the same messages owx's embedded platform does), so a death is recognised from the text:
 the container exited (Canary recovers), was OOM-killed, or the action ran out of time. owx's
 runtime image adds one log line with the container's peak memory when it is asked to
-(``report_memory``); the line is taken out of the logs and becomes ``memory_peak_bytes``, since
-OpenWhisk records no memory figure of its own.
+(``report_memory``), its last; that line is taken out of the logs and becomes ``memory_peak_bytes``,
+since OpenWhisk records no memory figure of its own.
 """
 
 from __future__ import annotations
@@ -71,15 +71,16 @@ def outcome_of(record: dict[str, Any]) -> RunOutcome:
 
 
 def _split_memory_report(lines: list[Any]) -> tuple[list[str], int | None]:
-    kept, peak = [], None
-    for line in lines:
-        text = str(line)
-        marker = text.find(MEMORY_REPORT_PREFIX)
-        if marker >= 0:
-            try:
-                peak = int(text[marker + len(MEMORY_REPORT_PREFIX):].strip())
-                continue
-            except ValueError:
-                pass
-        kept.append(text)
-    return kept, peak
+    """The logs without the runtime's memory report, and the peak it reports. The report is the
+    last line (the runtime writes it right before its sentinel): the same words on another line
+    are the action's own, kept, and report nothing."""
+    texts = [str(line) for line in lines]
+    if not texts:
+        return texts, None
+    marker = texts[-1].find(MEMORY_REPORT_PREFIX)
+    if marker < 0:
+        return texts, None
+    try:
+        return texts[:-1], int(texts[-1][marker + len(MEMORY_REPORT_PREFIX):].strip())
+    except ValueError:
+        return texts, None
