@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--store", choices=["sqlite", "couchdb"], help="entity/activation store (OWX_GATEWAY__STORE)")
     parser.add_argument("--auth", help="uuid:key for the default namespace on first start (OWX_AUTH)")
     parser.add_argument("--upstream", metavar="URL", help="run every activation on this OpenWhisk (OWX_UPSTREAM__URL)")
-    parser.add_argument("--upstream-auth", metavar="UUID:KEY", help="key of the upstream namespace (OWX_UPSTREAM__AUTH)")
+    parser.add_argument("--upstream-auth", metavar="UUID:KEY", help="key of the upstream namespace; prefer OWX_UPSTREAM__AUTH: a command line is visible to every process of the machine")
     parser.add_argument("--upstream-account", metavar="NAMESPACE=UUID:KEY", action="append", type=_account,
                         help="an owx namespace's own upstream namespace, throttled apart from the others "
                         "(repeatable; OWX_UPSTREAM__ACCOUNTS, a JSON object)")
