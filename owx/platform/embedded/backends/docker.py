@@ -46,7 +46,7 @@ from owx.platform.embedded.container import (
     Container,
     ContainerRequest,
 )
-from owx.platform.embedded.host_firewall import HostFirewall, docker_bridge
+from owx.platform.embedded.host_firewall import FirewallError, HostFirewall, docker_bridge
 from owx.platform.embedded.identities import Identities
 from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
@@ -100,8 +100,15 @@ class DockerBackend(Backend):
         (None without a firewall: then no port is opened there)."""
         if firewall is None:
             return None
-        address = self.client.api.inspect_network(self.network)["IPAM"]["Config"][0]["Gateway"]
-        firewall.alias_loopback(address)
+        configs = (self.client.api.inspect_network(self.network).get("IPAM") or {}).get("Config") or []
+        address = next((c["Gateway"] for c in configs if "." in (c.get("Gateway") or "")), None)
+        try:
+            if address is None:
+                raise FirewallError(f"docker network {self.network} names no IPv4 gateway")
+            firewall.alias_loopback(address)
+        except (FirewallError, OSError) as exc:
+            log.warning("Docker actions cannot reach this machine's open ports (the gateway's): %s", exc)
+            return None
         return address
 
     def api_host(self, requested: str) -> str:
