@@ -34,6 +34,7 @@ class Identity:
     namespace: str
     uuid: str
     key: str
+    outsider: bool = False  # a web action's caller other than its owner (no key, another namespace's), served as the owner
 
     @property
     def subject(self) -> str:

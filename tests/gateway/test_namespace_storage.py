@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import requests
+
 from owx.bench.gateway_process import start_gateway_process
 from tests.fixtures.polling import wait_for
 
@@ -34,5 +36,28 @@ def test_a_namespace_keeps_within_its_storage_bounds(tmp_path) -> None:
         assert http.get(gateway.api(f"activations/{ids[-1]}")).status_code == 200
         listed = http.get(gateway.api("activations"), params={"limit": 200}).json()
         assert 3 <= len(listed) <= 5, len(listed)  # of 12 records of 200 KB, within 1 MB
+    finally:
+        gateway.stop()
+
+
+def test_a_web_actions_outside_callers_cannot_push_out_its_owners_records(tmp_path) -> None:
+    """Anyone may call a web action and its records are its owner's: calls without the owner's key
+    are trimmed first, so a flood of them leaves the owner's own records (its invokes, its own web
+    calls) in place, and only the flood's oldest go."""
+    gateway = start_gateway_process(tmp_path / "web", env={"OWX_GATEWAY__ACTIVATION_MB_PER_NAMESPACE": "1"})
+    try:
+        http = gateway.session()
+        action = {"exec": {"kind": "python:3", "code": PRINTER},
+                  "annotations": [{"key": "web-export", "value": True}]}
+        assert http.put(gateway.api("actions/page"), json=action).ok
+        own = [http.post(gateway.api("actions/page"), params={"blocking": "true"}, json={"n": 0}).json()["activationId"]]
+        web = f"{gateway.url}/api/v1/web/guest/default/page.json"
+        own.append(http.get(web, params={"n": 1}).headers["x-openwhisk-activation-id"])  # with the owner's key
+        outside = [requests.get(web, params={"n": n}, timeout=30).headers["x-openwhisk-activation-id"]
+                   for n in range(2, 14)]
+        wait_for(lambda: http.get(gateway.api(f"activations/{outside[0]}")).status_code == 404, 10,
+                 "the oldest outside call's record was never trimmed (records are written behind)")
+        assert [http.get(gateway.api(f"activations/{aid}")).status_code for aid in own] == [200, 200]
+        assert http.get(gateway.api(f"activations/{outside[-1]}")).status_code == 200
     finally:
         gateway.stop()

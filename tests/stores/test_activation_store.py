@@ -9,6 +9,8 @@ import uuid
 import pytest
 
 from owx.gateway.stores import ActivationStore, InvalidInput, StoreUnavailable
+from owx.gateway.stores.activation_log import ActivationLog
+from owx.gateway.stores.activations import to_row
 from owx.gateway.stores.couch import DOCUMENT_MARGIN_BYTES, LOGS_CUT, CouchActivationStore
 from owx.gateway.stores.sqlite import SQLiteActivationStore
 from owx.gateway.stores.validation import encode_doc
@@ -295,5 +297,35 @@ def test_records_an_older_version_stored_are_counted_against_the_bound(tmp_path)
         store.flush(30)
         assert store.get("flood", new["activationId"]) == new
         assert 30 < store.count("flood") < 45  # of 101 records of about 2.3 KB
+    finally:
+        store.close()
+
+
+def test_a_web_actions_outside_callers_records_go_before_the_owners_own(tmp_path) -> None:
+    """Anyone may call a web action, and its records are its owner's: a flood of such calls made the
+    owner lose the records of its own invocations, oldest first. Outside callers' records are trimmed
+    first, the mark kept across a restart whether the database or only the activation log had them."""
+    bound = 200_000
+    store = SQLiteActivationStore(tmp_path / "a.db", tmp_path / "log", max_namespace_bytes=bound)
+    own = [activation("site", "page", start, logs=["o" * 2000]) for start in range(40)]  # about 90 KB
+    for record in own:
+        store.put(record)
+    store.flush(30)
+    store.close()
+    outside = [activation("site", "page", start, logs=["x" * 2000]) for start in range(1000, 1300)]
+    died = ActivationLog(tmp_path / "log")  # what a gateway that died before its writer's commits left
+    died.replay()
+    for record in outside[:150]:
+        died.append(to_row(record, outsider=True))
+    died.close()
+    store = SQLiteActivationStore(tmp_path / "a.db", tmp_path / "log", max_namespace_bytes=bound)
+    try:
+        for record in outside[150:]:
+            store.put(record, outsider=True)
+        store.flush(30)
+        kept = {r["activationId"] for r in store.list("site", limit=0)}
+        assert {r["activationId"] for r in own} <= kept
+        assert outside[-1]["activationId"] in kept and outside[0]["activationId"] not in kept
+        assert sum(len(encode_doc(r).encode()) for r in store.list("site", limit=0, docs=True)) <= bound
     finally:
         store.close()

@@ -55,6 +55,7 @@ MAX_PLANS = 4096  # cached action revisions; the cache starts afresh beyond
 RECORD_BYTES = 1024  # a record's bytes besides its result and logs, about
 MAX_NESTING_DEPTH = 100  # sequences and compositions in one another, counted as they run (each level is a thread's frames)
 NESTED_TOO_DEEP = f"Sequences and compositions may nest at most {MAX_NESTING_DEPTH} levels deep."
+OUTSIDER = "outsider"  # in a journal entry: a web action's outside caller's activation (its record is trimmed first)
 
 
 class Runner(Protocol):
@@ -132,7 +133,10 @@ class Activation:
 
     def entry(self) -> dict[str, Any]:
         """The journal entry of this (invoked, topmost) activation."""
-        return self.plan.invoked_facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
+        entry = self.plan.invoked_facts.entry(self.id, self.identity.namespace, self.accepted_ms, self.cause)
+        if self.identity.outsider:
+            entry[OUTSIDER] = True
+        return entry
 
 
 class Running(NamedTuple):
@@ -380,7 +384,7 @@ class Invoker:
         record = records.build(activation.id, activation.identity.namespace, ran.facts or activation.plan.facts,
                                ran.outcome, self.max_result_bytes, activation.accepted_ms, activation.cause,
                                ran.duration_ms)
-        return Completion.of(record, ran.platform_status), self.activations.put(record)
+        return Completion.of(record, ran.platform_status), self.activations.put(record, activation.identity.outsider)
 
     def _charge_logs(self, activation: Activation, completion: Completion, spent_s: float) -> None:
         """Charge the part of ``spent_s`` (the loop's work on the record) that its logs took to the
@@ -576,8 +580,7 @@ class Invoker:
         while self._open and time.monotonic() < deadline:
             time.sleep(0.01)
         for activation in list(self._open.values()):
-            self.activations.put(records.unfinished(activation.entry(), records.GATEWAY_STOPPED, self.max_result_bytes,
-                                                    records.now_ms()))
+            self._put_unfinished(activation.entry(), records.GATEWAY_STOPPED, records.now_ms())
         self._open.clear()
         self._threads.shutdown(wait=False, cancel_futures=True)
 
@@ -587,10 +590,14 @@ class Invoker:
         left = self.activations.unfinished()
         died_ms = self.activations.last_alive_ms() or records.now_ms()
         for entry in left:
-            self.activations.put(records.unfinished(entry, records.GATEWAY_DIED, self.max_result_bytes, died_ms))
+            self._put_unfinished(entry, records.GATEWAY_DIED, died_ms)
         if left:
             log.warning("recorded %d activations left unfinished by a gateway that died", len(left))
         return len(left)
+
+    def _put_unfinished(self, entry: dict[str, Any], message: str, end_ms: int) -> None:
+        self.activations.put(records.unfinished(entry, message, self.max_result_bytes, end_ms),
+                             entry.get(OUTSIDER) is True)
 
 
 def _copy(task: asyncio.Task[Completion], done: Future[Completion]) -> None:

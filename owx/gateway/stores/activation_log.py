@@ -8,8 +8,9 @@ level of the SQLite store's WAL with ``synchronous=NORMAL``. The database is wri
 `committed` tells the log what it holds.
 
 Files: segments ``<number>.log`` (zero-padded, increasing) in a directory one process owns. One
-line per entry: ``r<TAB>id<TAB>namespace<TAB>name<TAB>start<TAB>json`` for a record,
-``a<TAB>id<TAB>namespace<TAB>json`` for an accepted entry. No field holds a tab or a newline
+line per entry: ``r<TAB>id<TAB>namespace<TAB>name<TAB>start<TAB>json`` for a record (``o`` instead
+of ``r``: a record of a web action's outside caller's), ``a<TAB>id<TAB>namespace<TAB>json`` for an
+accepted entry. No field holds a tab or a newline
 (validation refuses them in namespaces and names, ids never have them, `encode_doc`'s JSON escapes
 them), so lines split without parsing JSON. A last line without its newline is an append the
 process's death cut short: it was never acknowledged, and is ignored.
@@ -55,16 +56,17 @@ class Replayed:
 def encode(row: Row) -> bytes:
     """The log line of ``row``."""
     if isinstance(row, ActivationRow):
-        return f"r\t{row.activation_id}\t{row.namespace}\t{row.name}\t{row.start}\t{row.text}\n".encode()
+        kind = "o" if row.outsider else "r"
+        return f"{kind}\t{row.activation_id}\t{row.namespace}\t{row.name}\t{row.start}\t{row.text}\n".encode()
     return f"a\t{row.activation_id}\t{row.namespace}\t{row.text}\n".encode()
 
 
 def decode(line: bytes) -> Row:
     """The row of one log line (without its newline); `ValueError` if it is not one."""
     kind, rest = line.decode().split("\t", 1)
-    if kind == "r":
+    if kind in ("r", "o"):
         activation_id, namespace, name, start, text = rest.split("\t", 4)
-        return ActivationRow(activation_id, namespace, name, int(start), text)
+        return ActivationRow(activation_id, namespace, name, int(start), text, kind == "o")
     if kind == "a":
         activation_id, namespace, text = rest.split("\t", 2)
         return AcceptedRow(activation_id, namespace, text)

@@ -25,6 +25,7 @@ class ActivationRow:
     name: str  # the filter name: ``pkg/action`` for packaged actions, else the action name
     start: int
     text: str
+    outsider: bool = False  # of a web action's caller other than its owner: trimmed first (`retention`)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def filter_name(doc: dict[str, Any]) -> str:
     return doc["name"]
 
 
-def to_row(doc: object) -> ActivationRow:
+def to_row(doc: object, outsider: bool = False) -> ActivationRow:
     """Validate a record and snapshot it; raises `InvalidInput` naming the bad field."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"activation record must be a JSON object, got {type(doc).__name__}")
@@ -84,7 +85,8 @@ def to_row(doc: object) -> ActivationRow:
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         raise InvalidInput(f"activation start must be epoch milliseconds (int), got {start!r:.80}")
     text = encode_doc(doc, "activation record")
-    return ActivationRow(activation_id, namespace, check_field(filter_name(doc), "activation name"), start, text)
+    return ActivationRow(activation_id, namespace, check_field(filter_name(doc), "activation name"), start, text,
+                         outsider)
 
 
 def summary(doc: dict[str, Any]) -> dict[str, Any]:

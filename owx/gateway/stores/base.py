@@ -105,9 +105,10 @@ class ActivationStore(Protocol):
     log (a write-ahead log in its data directory), and a single writer thread commits them to the
     database behind, in batches. Reads see every record put before them."""
 
-    def put(self, doc: dict[str, Any]) -> Future[None]:
+    def put(self, doc: dict[str, Any], outsider: bool = False) -> Future[None]:
         """Take one record (``activationId``, ``namespace``, ``name``, ``start`` required), never
-        waiting; the future completes once it is durable: `DURABLE` when the activation log took it
+        waiting (``outsider``: a web action's caller other than its owner started it, see
+        :mod:`owx.gateway.stores.retention`); the future completes once it is durable: `DURABLE` when the activation log took it
         (its accepted entry, if any, is then closed), else once the database has committed it.
 
         Records are immutable: a second put of the same ``activationId`` is ignored (the

@@ -69,7 +69,8 @@ CREATE TABLE IF NOT EXISTS activations (
     name          TEXT NOT NULL,
     start         INTEGER NOT NULL,
     record        TEXT NOT NULL,
-    size          INTEGER NOT NULL DEFAULT 0
+    size          INTEGER NOT NULL DEFAULT 0,
+    outsider      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS activations_by_start ON activations (namespace, start DESC, activation_id DESC);
 CREATE INDEX IF NOT EXISTS activations_by_name ON activations (namespace, name, start DESC, activation_id DESC);
@@ -282,8 +283,8 @@ ROWS_PER_STATEMENT = 500  # 2,500 parameters, within SQLite's 32,766
 
 @functools.lru_cache(maxsize=64)
 def _insert_rows(rows: int) -> str:
-    return ("INSERT OR IGNORE INTO activations (activation_id, namespace, name, start, record, size) VALUES "
-            + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows))
+    return ("INSERT OR IGNORE INTO activations (activation_id, namespace, name, start, record, size, outsider) "
+            "VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows))
 
 
 def _check_rev(key: tuple[str, str, str], current: str | None, rev: str | None) -> None:
@@ -314,7 +315,7 @@ class SQLiteActivationStore(WrittenBehind):
             self._read_conn = self._db.connect()
             self._write_conn = self._db.connect()
             with _sqlite_errors(path):
-                retention.add_sizes(self._write_conn, indexed=bool(max_namespace_bytes))
+                retention.add_columns(self._write_conn, indexed=bool(max_namespace_bytes))
                 self._bound = retention.NamespaceBound(self._write_conn, max_namespace_bytes) \
                     if max_namespace_bytes else None
         except BaseException:
@@ -339,11 +340,11 @@ class SQLiteActivationStore(WrittenBehind):
         what a commit cost a warm invocation)."""
         sizes = [len(r.text.encode()) for r in records]
         values = [field for r, size in zip(records, sizes)
-                  for field in (r.activation_id, r.namespace, r.name, r.start, r.text, size)]
+                  for field in (r.activation_id, r.namespace, r.name, r.start, r.text, size, r.outsider)]
         with _sqlite_errors(self._db.path), _transaction(self._write_conn):
             for first in range(0, len(records), ROWS_PER_STATEMENT):
                 rows = min(ROWS_PER_STATEMENT, len(records) - first)
-                self._write_conn.execute(_insert_rows(rows), values[first * 6:(first + rows) * 6])
+                self._write_conn.execute(_insert_rows(rows), values[first * 7:(first + rows) * 7])
             if self._bound is not None:
                 for namespace in self._bound.added(zip(records, sizes)):
                     self._bound.trim(self._write_conn, namespace)

@@ -321,8 +321,8 @@ class WrittenBehind:
     def close(self) -> None:
         raise NotImplementedError
 
-    def put(self, doc: dict[str, Any]) -> Future[None]:
-        return self._writer.submit(to_row(doc))
+    def put(self, doc: dict[str, Any], outsider: bool = False) -> Future[None]:
+        return self._writer.submit(to_row(doc, outsider))
 
     def accept(self, entry: dict[str, Any]) -> Future[None]:
         return self._writer.submit(to_accepted(entry))
