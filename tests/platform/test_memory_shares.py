@@ -11,6 +11,9 @@ import time
 from owx.platform.embedded.memory_shares import MemoryWait, first_waiting
 from owx.platform.types import SUCCESS, ActionSpec, tenant_of
 from platform_helpers import SLEEP, request
+from tests.fixtures.polling import wait_for
+
+from owx.platform.embedded.container_limits import MB
 
 FLOOD_S = 6.0
 WORKERS = 8  # the flood's activations in flight: four times what the node holds
@@ -112,3 +115,28 @@ def test_the_tenant_holding_least_is_served_first_and_a_published_action_counts_
     assert first_waiting([old, poor], {}) is old  # equals: the oldest
     assert tenant_of("owner/pkg/action@3-ab#caller") == "caller"
     assert tenant_of("owner/pkg/action@3-ab") == "owner"
+
+
+def test_a_node_over_its_budget_is_paid_by_the_largest_holders_idle_containers_not_a_smaller_tenants(
+        make_platform) -> None:
+    """A forced hold (Escra growing a tenant's containers) puts the node over its budget while the big
+    tenant's containers are busy: the small tenant's idle container stays warm (a probe's memory hog
+    had it evicted and the next call waited 1.8 s); the big tenant's own idle ones go as they did."""
+    platform = make_platform(user_memory_mb=768)
+    small = ActionSpec(key="other/small@1", kind="python:3", code=SLEEP, memory_mb=256)
+    big = ActionSpec(key="guest/big@1", kind="python:3", code=SLEEP, memory_mb=256)
+    first = platform.run(small, request(s=0))
+    pool = platform.node("node0").pool
+
+    async def busy() -> list:
+        return await asyncio.gather(*(asyncio.to_thread(platform.run, big, request(s=3)) for _ in range(2)))
+
+    running = platform.loop.submit(busy())
+    wait_for(lambda: pool.held_by_tenant().get("guest") == 512 * MB, what="the big tenant's two containers")
+    platform.ledger.hold("escra-reserve:node0", "node0", 128 * MB, force=True)
+    time.sleep(2.0)  # the reaper looks at least once a second
+    assert pool.container(first.container_id) is not None
+    assert all(o.status == SUCCESS for o in running.result(30))
+    wait_for(lambda: platform.ledger.free("node0") >= 0, what="one of the big tenant's idle containers evicted")
+    again = platform.run(small, request(s=0))
+    assert again.init_ms is None and again.container_id == first.container_id  # warm, its own container

@@ -12,7 +12,11 @@ anyone else. Three rules stop that:
   container's tenant without it: the container stays idle, so the waiting request evicts it;
 - a request does not evict another tenant's idle container when that tenant, without it, would hold
   less than the request's tenant once served, unless it has been idle for ``fair_keep_idle_s``:
-  the small tenant's next call finds its container warm instead of starting it again.
+  the small tenant's next call finds its container warm instead of starting it again;
+- while forced holds keep the node over its budget (Escra growing a tenant's containers, a
+  reserved start), only the idle containers of the tenant holding the most are evicted: another
+  tenant's growth is not paid with a smaller tenant's warm container (a probe's memory hog, its
+  containers grown, evicted the other tenant's idle one and held its next call cold for 1.8 s).
 
 A tenant is whom a container runs for (:func:`owx.platform.types.tenant_of`): the namespace that
 invokes, even another one's published action.
@@ -20,7 +24,7 @@ invokes, even another one's published action.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from owx.platform.embedded.slots import Slot
@@ -70,6 +74,27 @@ def may_evict(victim: Slot, victim_bytes: int, tenant: str, need_bytes: int, hel
         return True
     owner = tenant_of(victim.key)
     return owner == tenant or _richer(owner, victim_bytes, tenant, need_bytes, held)
+
+
+def overcommit_victims(idle: Iterable[Slot], over_bytes: int, held: dict[str, int],
+                       holds: Callable[[Slot], int]) -> list[Slot]:
+    """The ``idle`` containers to evict while the node is ``over_bytes`` over its budget: stem cells
+    first, then, least recently used first, those of the tenant holding the most (``held``; asked
+    again after each eviction), until the node fits or no such container is left. ``holds(slot)``:
+    the bytes evicting ``slot`` frees."""
+    left, held, victims = sorted(idle, key=lambda s: (s.key is not None, s.last_used)), dict(held), []
+    while over_bytes > 0:
+        most = max(held.values(), default=0)
+        victim = next((s for s in left if s.key is None or held.get(tenant_of(s.key), 0) >= most), None)
+        if victim is None:
+            break
+        left.remove(victim)
+        victims.append(victim)
+        freed = holds(victim)
+        over_bytes -= freed
+        if victim.key is not None:
+            held[tenant_of(victim.key)] -= freed
+    return victims
 
 
 def _richer(owner: str, owner_gives: int, taker: str, taker_gets: int, held: dict[str, int]) -> bool:

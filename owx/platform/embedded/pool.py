@@ -12,7 +12,7 @@ request rather than to its own action, and a poorer tenant's idle container is n
 at once.  Requests that find a free warm container of their action never wait behind that
 queue, nor do activations that bring a reservation (memory held for them in advance).
 When others push the node over its budget (a forced hold), idle containers are evicted
-until it fits again.
+until it fits again: stem cells, then the largest holder's.
 """
 
 from __future__ import annotations
@@ -35,7 +35,14 @@ from owx.platform.embedded.container import ActionStartupError, Backend, Contain
 from owx.platform.embedded.container_limits import MB, limits_for
 from owx.platform.embedded.cpu_shares import tenant_shares
 from owx.platform.embedded.logs import LogCollector
-from owx.platform.embedded.memory_shares import MemoryWait, first_waiting, held_by_tenant, may_evict, yields
+from owx.platform.embedded.memory_shares import (
+    MemoryWait,
+    first_waiting,
+    held_by_tenant,
+    may_evict,
+    overcommit_victims,
+    yields,
+)
 from owx.platform.embedded.proxy import ProxyAnswerTooLong, ProxyResponse, ProxyTimeout, ProxyUnreachable
 from owx.platform.embedded.slots import Slot, SlotTable
 from owx.platform.embedded.start_turns import StartTurns
@@ -875,7 +882,7 @@ class ContainerPool:
     def _reap_idle(self) -> None:
         """Pause warm containers idle for ``pause_grace_s``; remove idle warm containers after
         ``idle_evict_s``, and idle ones of any age while others' forced holds keep the node over its
-        budget."""
+        budget (`overcommit_victims`)."""
         long_period = min(1.0, self.idle_evict_s / 4)
         period = long_period
         while True:
@@ -888,12 +895,10 @@ class ContainerPool:
                 cutoff = time.monotonic() - self.idle_evict_s
                 stale = [s for s in self._slots.values() if s.state == "warm" and s.idle and s.last_used < cutoff]
                 over = -(self.ledger.free(self.node) + self._evicting)
-                for slot in sorted((s for s in self._slots.values() if self._evictable(s) and s not in stale),
-                                   key=lambda s: (s.state == "stem", s.last_used)):
-                    if over <= 0:
-                        break
-                    stale.append(slot)
-                    over -= self.ledger.held(slot.holder)
+                if over > 0:
+                    idle = [s for s in self._slots.values() if self._evictable(s) and s not in stale]
+                    stale += overcommit_victims(idle, over, self.held_by_tenant(),
+                                                lambda s: self.ledger.held(s.holder))
                 for slot in stale:
                     self._slots.remove(slot.container.id)
                 if stale:
