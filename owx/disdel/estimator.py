@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from owx.disdel.model_profile import KINDS, ActivationKind, ModelProfile
 
 MB = 1024 * 1024
-CALIBRATION_FORMAT = 3  # 3: measured with glibc's mmap threshold pinned (owx.disdel.malloc)
+CALIBRATION_FORMAT = 3  # 3: measured with glibc's mmap threshold pinned (owx.common.malloc)
 
 
 class RuntimeCalibration(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from owx.disdel import malloc
+from owx.common import malloc
 from owx.disdel import weights as weight_files
 from owx.disdel.messages import (
     AggregateParams,

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from owx.common import malloc
 from owx.common.gc_pauses import keep_pauses_short
 from owx.gateway import wskprops
 from owx.gateway.tls import TlsFiles, self_signed
@@ -76,6 +77,7 @@ def up(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=os.environ.get("OWX_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    malloc.fix_mmap_threshold()  # large bodies and records freed go back to the system
     settings = settings_from(args)
     gateway = Gateway.open(settings)  # first: it owns the data dir, or refuses before anything there is touched
     try:

@@ -21,7 +21,7 @@ def test_calibration_is_measured_and_cached(calibration: RuntimeCalibration, dis
     assert 0 < calibration.per_layer_bytes < 20 * 2**20
     # TensorFlow keeps more than one byte per byte of state, activations and data: copies, temporaries
     # Weights with their gradients and optimizer slots.  Dense state and embedding tables cost about the
-    # same per byte (1.35-1.48) once freed tensors are unmapped (owx.disdel.malloc), in either order.
+    # same per byte (1.35-1.48) once freed tensors are unmapped (owx.common.malloc), in either order.
     assert 1.0 < calibration.state_factor and 1.0 < calibration.embedding_factor
     assert all(0 < factor < 8 for factor in calibration.activation_factor.values())  # activations cost memory
     assert 1.0 < calibration.data_factor <= calibration.warm_data_factor

@@ -1,4 +1,4 @@
-"""A DiSDeL action's process keeps glibc's mmap threshold where owx.disdel.malloc pins it."""
+"""A DiSDeL action's process keeps glibc's mmap threshold where owx.common.malloc pins it."""
 
 from __future__ import annotations
 

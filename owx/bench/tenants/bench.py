@@ -17,6 +17,9 @@ times the victims' requests, first with no flood, then beside it:
 - cold starts: tenant A invokes ``COLD_ACTIONS`` actions of its own at once, each starting a
   container (128 MB: the node's 2 GB holds 16 of them); tenant B's actions are invoked one after
   another meanwhile, each starting a container too;
+- large records: tenant A reads its records of 10 MB of logs each at ``-c8``; tenant B's warm
+  blocking invokes every 20 ms; the gateway's RSS before the reads and after them (what serving
+  them kept);
 - many turns (in this process, the gateway's thread pool alone, :class:`FairPool`): another
   tenant's piece of work, from submit to result, with no turn queued and beside ``MANY_TURNS``
   callers' turns (one per address, as callers the store must look up get) queued in a share at
@@ -73,6 +76,8 @@ OTHER_ADDRESS = "127.0.0.2"  # a client address other than the floods' (all of 1
 BIG_ACTION = "def main(args):\n    return {}\n# " + "x" * 300_000 + "\n"
 WEB_ACTION = "def main(args):\n    return {'ok': 1}\n"
 WEB = [{"key": "web-export", "value": True}]
+PRINTER_ACTION = "def main(args):\n    line = 'x' * 8192\n    for _ in range(1250):\n        print(line)\n    return {}\n"
+RECORD_READERS = 8  # connections reading tenant A's large records
 
 
 @dataclass
@@ -103,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "web flood": "wrk -c128", "made-up key flood": "wrk -c128",
                                 "fresh made-up keys flood": "wrk -c128, a new key per request",
                                 "cold-start flood": f"{COLD_ACTIONS} actions of 128 MB invoked at once",
+                                "large records": f"wrk -c{RECORD_READERS} GET of records of 10 MB",
                                 "victim request every (ms)": TICK_S * 1000, "namespace limits": "raised"},
                     control=args.control)
     with tempfile.TemporaryDirectory(prefix="owx-bench-tenants-") as tmp:
@@ -111,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
             for series in (*_view_floods(gateway, args.seconds), *_made_up_key(gateway, args.seconds),
                            *_fresh_made_up_keys(gateway, args.seconds), _cold_starts(gateway)):
                 series.report(report)
+            rss_before = _rss_mb(gateway)
+            _large_records(gateway, args.seconds).report(report)
+            report.figure("large records: gateway RSS before / after the reads",
+                          f"{rss_before:.0f} / {_rss_mb(gateway):.0f}", "MB")
         finally:
             gateway.stop()
     alone_us, beside_us = _pool_turns(0), _pool_turns(MANY_TURNS)
@@ -234,6 +244,25 @@ def _actions(session: requests.Session, gateway: GatewayProcess, prefix: str, co
 
 def _cold_invoke(session: requests.Session, action: str) -> requests.Response:
     return session.post(f"{action}?blocking=true&result=true", json={})
+
+
+def _large_records(gateway: GatewayProcess, seconds: float) -> Series:
+    a, b = gateway.session(), gateway.session(new_tenant(gateway, "bench-records-victim"))
+    printer = {"exec": {"kind": "python:3", "code": PRINTER_ACTION}, "limits": {"logs": 10}}
+    a.put(gateway.api("actions/printer?overwrite=true"), json=printer).raise_for_status()
+    b.put(gateway.api("actions/quick?overwrite=true"), json={"exec": {"kind": "python:3", "code": COLD_CODE}}
+          ).raise_for_status()
+    record = a.post(gateway.api("actions/printer"), params={"blocking": "true"}).json()["activationId"]
+    invoke = partial(b.post, gateway.api("actions/quick"), params={"blocking": "true"})
+    invoke().raise_for_status()  # warm
+    return _beside("large records", partial(_ticking, invoke), seconds,
+                   lambda: wrk(gateway.api(f"activations/{record}"), connections=RECORD_READERS, seconds=seconds,
+                               auth=gateway.auth))
+
+
+def _rss_mb(gateway: GatewayProcess) -> float:
+    status = Path(f"/proc/{gateway.process.pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
 
 
 def _beside(name: str, victim: Callable[[float], list[float]], seconds: float,

@@ -1,7 +1,7 @@
 """Entry points of DiSDeL's actions: the action code is ``from owx.disdel.actions.<x> import main``.
 
 Importing any of them pins glibc's mmap threshold for the action's process
-(:mod:`owx.disdel.malloc`), before TensorFlow or the data allocate anything.
+(:mod:`owx.common.malloc`), before TensorFlow or the data allocate anything.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from owx.disdel.malloc import fix_mmap_threshold
+from owx.common.malloc import fix_mmap_threshold
 
 fix_mmap_threshold()
 

@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response | None]]  # None: it answered through Request.answer
 MAX_QUEUED = 8  # pipelined requests read ahead of the one being handled
 PARSE_SLICE = 4096  # bytes parsed at a time once a read is larger (MAX_QUEUED is looked at between slices)
+BODY_COPIED_BYTES = 256 * 1024  # a larger body is written apart from its head, not copied behind it
 HEAD_TOO_BIG = "The request's head is larger than allowed: more than {allowed} bytes."
 BODIES_HELD = "The gateway holds as many requests as it may: try again shortly."
 HOST_MISSING = "An HTTP/1.1 request names its host in exactly one Host header."
@@ -502,9 +503,14 @@ class HttpConnection(asyncio.Protocol):
         elif http_1_0:
             parts.append(b"Connection: keep-alive\r\n")
         parts.append(_Clock.date())
-        if not (head_only or bodiless):
+        if head_only or bodiless:
+            transport.write(b"".join(parts))
+        elif len(response.body) > BODY_COPIED_BYTES:  # written as it is, not copied behind its head
+            transport.write(b"".join(parts))
+            transport.write(response.body)
+        else:
             parts.append(response.body)
-        transport.write(b"".join(parts))
+            transport.write(b"".join(parts))
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer an unreadable or oversized request and close (after the answers it waits behind)."""

@@ -141,6 +141,10 @@ class ActivationStore(Protocol):
     def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
         """The full record if it belongs to ``namespace``, else None."""
 
+    def get_json(self, namespace: str, activation_id: str) -> bytes | None:
+        """:meth:`get`'s record as the UTF-8 JSON it is stored as: served without parsing and encoding
+        it again (records hold up to tens of MB of logs, and either holds the interpreter lock throughout)."""
+
     def list(
         self,
         namespace: str,

@@ -47,7 +47,6 @@ from owx.gateway.stores.base import (
 from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.validation import (
     UpdateClock,
-    check_activation_id,
     check_key,
     check_name_filter,
     check_namespace,
@@ -406,15 +405,10 @@ class CouchActivationStore(WrittenBehind):
         with self._couch.errors():
             yield
 
-    def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
-        namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))
-        found = self._writer.read(activation_id, self._fetch)
-        return found[1] if found is not None and found[0] == namespace else None
-
-    def _fetch(self, activation_id: str) -> tuple[str, dict[str, Any]] | None:
+    def _fetch(self, activation_id: str) -> tuple[str, bytes] | None:
         with self._call():
             body = self._db.get(activation_id)
-        return (body["namespace"], body["record"]) if body is not None else None
+        return (body["namespace"], encode_doc(body["record"]).encode()) if body is not None else None
 
     def _range(
         self, namespace: str, name: str | None, since: int | None, upto: int | None

@@ -33,7 +33,6 @@ from owx.gateway.stores.cache import EntityCache
 from owx.gateway.stores.ownership import own
 from owx.gateway.stores.validation import (
     UpdateClock,
-    check_activation_id,
     check_key,
     check_name_filter,
     check_namespace,
@@ -355,14 +354,11 @@ class SQLiteActivationStore(WrittenBehind):
                 raise StoreUnavailable("activation store is closed")
             return self._read_conn.execute(sql, args).fetchall()
 
-    def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
-        namespace, activation_id = (check_namespace(namespace), check_activation_id(activation_id))
-        found = self._writer.read(activation_id, self._fetch)
-        return found[1] if found is not None and found[0] == namespace else None
-
-    def _fetch(self, activation_id: str) -> tuple[str, dict[str, Any]] | None:
-        rows = self._query("SELECT namespace, record FROM activations WHERE activation_id=?", (activation_id,))
-        return (rows[0][0], json.loads(rows[0][1])) if rows else None
+    def _fetch(self, activation_id: str) -> tuple[str, bytes] | None:
+        # as a BLOB: its bytes as stored (UTF-8), no text object made of tens of MB
+        rows = self._query("SELECT namespace, CAST(record AS BLOB) FROM activations WHERE activation_id=?",
+                           (activation_id,))
+        return (rows[0][0], rows[0][1]) if rows else None
 
     def list(
         self,

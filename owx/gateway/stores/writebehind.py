@@ -29,14 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from owx.gateway.stores.activation_log import ActivationLog
+from owx.common import jsonvalues
 from owx.gateway.stores.activations import AcceptedRow, ActivationRow, Row, to_accepted, to_row
 from owx.gateway.stores.base import DURABLE, StoreUnavailable
+from owx.gateway.stores.validation import check_activation_id, check_namespace
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 1.0  # how often the writer marks the log alive (`ActivationLog.beat`) when it has nothing to do
 
 Commit = Callable[[list[ActivationRow]], None]
-Fetch = Callable[[str], "tuple[str, dict[str, Any]] | None"]
+Fetch = Callable[[str], "tuple[str, bytes] | None"]  # an activation id -> (namespace, record as UTF-8 JSON)
 # (position in the queue's order, record, its sequence in the activation log, or the future of a
 # record the log could not take)
 _Queued = tuple[int, ActivationRow, int | None, Future[None] | None]
@@ -165,8 +167,8 @@ class WriteBehind:
         """Accepted entries without a record: at open, those a gateway that died left."""
         return self._log.open_accepted()
 
-    def read(self, activation_id: str, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:
-        """(namespace, record) of ``activation_id``: the committed one first (first write
+    def read(self, activation_id: str, fetch: Fetch) -> tuple[str, bytes] | None:
+        """(namespace, record as UTF-8 JSON) of ``activation_id``: the committed one first (first write
         wins), else the queued one, else ``fetch`` again in case it was committed meanwhile.
         While the database is unavailable, queued records are still readable."""
         try:
@@ -177,9 +179,9 @@ class WriteBehind:
             return queued
         return found or self._queued(activation_id) or fetch(activation_id)
 
-    def _queued(self, activation_id: str) -> tuple[str, dict[str, Any]] | None:
+    def _queued(self, activation_id: str) -> tuple[str, bytes] | None:
         row = self._records.get(activation_id)
-        return None if row is None else (row.namespace, json.loads(row.text))
+        return None if row is None else (row.namespace, row.text.encode())
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record submitted before this call is in the database (the writer commits
@@ -289,8 +291,8 @@ class WriteBehind:
 
 
 class WrittenBehind:
-    """``put``, ``accept``, ``backlogged`` and ``unfinished`` of an activation store whose writes
-    go through ``self._writer`` (started by :meth:`_start_writer`)."""
+    """``put``, ``accept``, ``get``, ``get_json``, ``backlogged`` and ``unfinished`` of an activation
+    store whose writes go through ``self._writer`` (started by :meth:`_start_writer`)."""
 
     _writer: WriteBehind
 
@@ -313,6 +315,19 @@ class WrittenBehind:
     def _commit(self, rows: list[ActivationRow]) -> None:
         """Write ``rows`` to the database (idempotent per record)."""
         raise NotImplementedError
+
+    def _fetch(self, activation_id: str) -> tuple[str, bytes] | None:
+        """(namespace, record as UTF-8 JSON) of ``activation_id`` in the database, if it is there."""
+        raise NotImplementedError
+
+    def get(self, namespace: str, activation_id: str) -> dict[str, Any] | None:
+        stored = self.get_json(namespace, activation_id)
+        return None if stored is None else jsonvalues.loads(stored)
+
+    def get_json(self, namespace: str, activation_id: str) -> bytes | None:
+        namespace, activation_id = check_namespace(namespace), check_activation_id(activation_id)
+        found = self._writer.read(activation_id, self._fetch)
+        return found[1] if found is not None and found[0] == namespace else None
 
     def _take_old_journal(self) -> None:
         """Move accepted entries an older version kept in the database into the activation log."""

@@ -1,13 +1,18 @@
-"""glibc's allocator, set so that a training action's memory is the same from run to run.
+"""glibc's allocator, set so that large blocks go back to the system once freed.
 
 glibc serves a large request from its heap or from a fresh mapping depending on a
-threshold that it raises each time a mapped block is freed.  TensorFlow frees large
-tensors all through training, so the threshold climbs at moments that depend on thread
-timing.  Tensors then land in the heap, where freed space fragments, and the peak of
-identical runs differed by up to 80 MiB (conv models, anonymous memory).  A fixed
-threshold (glibc's own initial value) maps every large tensor and unmaps it when it is
-freed.  Peaks then repeat within a few MiB, and they are lower.  That is what lets a
-limit be estimated from a short measured run.
+threshold that it raises each time a mapped block is freed, up to 32 MiB. A fixed
+threshold (glibc's own initial value, `fix_mmap_threshold`) maps every large block and
+unmaps it when it is freed. Two processes need that:
+
+- a DiSDeL training action: TensorFlow frees large tensors all through training, so the
+  threshold climbed at moments that depend on thread timing, tensors then landed in the
+  heap, where freed space fragments, and the peaks of identical runs differed by up to
+  80 MiB. Pinned, peaks repeat within a few MiB, and they are lower: that is what lets a
+  limit be estimated from a short measured run;
+- the gateway: records of tens of MB read back, request and answer bodies of megabytes,
+  each freed once sent. With the threshold climbing, a tenant reading its large records
+  from eight connections left the gateway at 530 MB (190 before), never given back.
 """
 
 from __future__ import annotations
