@@ -27,7 +27,8 @@ import orjson
 
 MAX_DEPTH = 100  # nesting of arrays and objects; real payloads stay far below
 MAX_CONTAINERS = 1_000_000  # arrays and objects in one text: 15 million of them (44 MB of []) took 8 s to build
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_DIGIT_MARKS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x2E for byte in range(256))  # digits as "0", the rest "."
+_LONG_RUN = b"0" * 19  # 19 digits in a row, once `_DIGIT_MARKS` translated the text
 _LONG_NUMBER = re.compile(rb"[0-9]{19,}")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string (unrolled: linear, 0.3 s for 47 MB)
 
@@ -50,7 +51,9 @@ def _finite(text: str) -> float:
 def loads(raw: bytes | str) -> Any:
     """Parse ``raw`` strictly; `InvalidJson` with the reason otherwise."""
     if isinstance(raw, bytes):
-        long_digits = _LONG_DIGITS.search(raw) is not None
+        # a translation and a substring search: a regular expression's search took 150 ms of 10 MB
+        # (a record's logs), holding the interpreter lock every tenant's requests wait for
+        long_digits = raw.translate(_DIGIT_MARKS).find(_LONG_RUN) >= 0
         try:
             value = _fast_loads(_LONG_NUMBER.sub(b"0", raw) if long_digits else raw)
         except (orjson.JSONDecodeError, _NotWrapped):

@@ -17,9 +17,9 @@ times the victims' requests, first with no flood, then beside it:
 - cold starts: tenant A invokes ``COLD_ACTIONS`` actions of its own at once, each starting a
   container (128 MB: the node's 2 GB holds 16 of them); tenant B's actions are invoked one after
   another meanwhile, each starting a container too;
-- large records: tenant A reads its records of 10 MB of logs each at ``-c8``; tenant B's warm
-  blocking invokes every 20 ms; the gateway's RSS before the reads and after them (what serving
-  them kept);
+- large records: tenant A reads its records of 10 MB of logs each at ``-c8``, whole, then only their
+  logs (``/logs``: the record parsed); tenant B's warm blocking invokes every 20 ms; the gateway's
+  RSS before the reads and after them (what serving them kept);
 - many turns (in this process, the gateway's thread pool alone, :class:`FairPool`): another
   tenant's piece of work, from submit to result, with no turn queued and beside ``MANY_TURNS``
   callers' turns (one per address, as callers the store must look up get) queued in a share at
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                            *_fresh_made_up_keys(gateway, args.seconds), _cold_starts(gateway)):
                 series.report(report)
             rss_before = _rss_mb(gateway)
-            _large_records(gateway, args.seconds).report(report)
+            for series in _large_records(gateway, args.seconds):
+                series.report(report)
             report.figure("large records: gateway RSS before / after the reads",
                           f"{rss_before:.0f} / {_rss_mb(gateway):.0f}", "MB")
         finally:
@@ -246,7 +247,7 @@ def _cold_invoke(session: requests.Session, action: str) -> requests.Response:
     return session.post(f"{action}?blocking=true&result=true", json={})
 
 
-def _large_records(gateway: GatewayProcess, seconds: float) -> Series:
+def _large_records(gateway: GatewayProcess, seconds: float) -> list[Series]:
     a, b = gateway.session(), gateway.session(new_tenant(gateway, "bench-records-victim"))
     printer = {"exec": {"kind": "python:3", "code": PRINTER_ACTION}, "limits": {"logs": 10}}
     a.put(gateway.api("actions/printer?overwrite=true"), json=printer).raise_for_status()
@@ -255,9 +256,10 @@ def _large_records(gateway: GatewayProcess, seconds: float) -> Series:
     record = a.post(gateway.api("actions/printer"), params={"blocking": "true"}).json()["activationId"]
     invoke = partial(b.post, gateway.api("actions/quick"), params={"blocking": "true"})
     invoke().raise_for_status()  # warm
-    return _beside("large records", partial(_ticking, invoke), seconds,
-                   lambda: wrk(gateway.api(f"activations/{record}"), connections=RECORD_READERS, seconds=seconds,
-                               auth=gateway.auth))
+    return [_beside(f"large records{path}", partial(_ticking, invoke), seconds,
+                    lambda path=path: wrk(gateway.api(f"activations/{record}{path}"), connections=RECORD_READERS,
+                                          seconds=seconds, auth=gateway.auth))
+            for path in ("", "/logs")]
 
 
 def _rss_mb(gateway: GatewayProcess) -> float:
