@@ -5,10 +5,17 @@ to slow every tenant's requests (each record parsed and encoded again)."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from owx.bench.gateway_process import start_gateway_process
+from owx.gateway.pipeline import records
+from owx.gateway.pipeline.records import MB, ActionFacts
+from owx.gateway.stores.validation import encode_doc
+from owx.platform.types import SUCCESS, RunOutcome
 
 PRINTER = "def main(args):\n    line = 'x' * 8192\n    for _ in range(1200):\n        print(line)\n    return {'n': 1}\n"
 
@@ -44,3 +51,28 @@ def test_large_records_are_served_as_stored_and_their_memory_given_back(tmp_path
         assert _rss_mb(gateway.process.pid) - before < 80
     finally:
         gateway.stop()
+
+
+def _built(logs: list[str], result: dict) -> dict:
+    facts = ActionFacts(namespace="alice", name="a", version="0.0.1", kind="python:3",
+                        limits={"timeout": 60000, "memory": 256, "logs": 10}, path="alice/a")
+    outcome = RunOutcome(SUCCESS, result, logs, 1, 2)
+    return records.build("a" * 32, "alice", facts, outcome, MB, 1, cause="b" * 32)
+
+
+TRICKY_LINES = ['"logs":["x"]', '\\"logs\\":[', 'a "]} b', '"annotations":[{"k":1}]', "\\", '"', "]}"]
+
+
+@pytest.mark.parametrize("logs", [TRICKY_LINES, [], ['ends in "]'], TRICKY_LINES[::-1]])
+def test_the_logs_of_a_record_are_found_in_its_stored_text_without_parsing_it(logs) -> None:
+    """Whatever the lines and the result hold, the array found is the record's logs; an older
+    version's record (logs before annotations) is parsed instead."""
+    result = {"logs": ["not these"], "annotations": [{"logs": ["nor these"]}], "text": '"logs":["no"]'}
+    record = _built(logs, result)
+    stored = encode_doc(record).encode()
+    found = records.stored_logs_json(stored)
+    assert found is not None and json.loads(bytes(found)) == record["logs"]
+    older = {key: record[key] for key in ("activationId", "namespace", "response", "logs", "annotations", "cause")}
+    assert records.stored_logs_json(encode_doc(older).encode()) is None
+    trigger = records.trigger("c" * 32, "alice", "t", "0.0.1", 1, result, [{"rule": "r"}], MB)
+    assert json.loads(bytes(records.stored_logs_json(encode_doc(trigger).encode()))) == trigger["logs"]
