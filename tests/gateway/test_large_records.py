@@ -38,6 +38,7 @@ def test_large_records_are_served_as_stored_and_their_memory_given_back(tmp_path
         record = first.json()
         assert len(record["logs"]) == 1200 and record["response"]["result"] == {"n": 1}
         assert http.get(gateway.api(f"activations/{ids[0]}/logs")).json() == {"logs": record["logs"]}
+        assert http.get(gateway.api(f"activations/{ids[0]}/result")).json() == record["response"]
         listed = http.get(gateway.api("activations"), params={"docs": "true", "limit": 2}).json()
         assert {r["activationId"] for r in listed} == set(ids) and record in listed
         before = _rss_mb(gateway.process.pid)
@@ -64,15 +65,17 @@ TRICKY_LINES = ['"logs":["x"]', '\\"logs\\":[', 'a "]} b', '"annotations":[{"k":
 
 
 @pytest.mark.parametrize("logs", [TRICKY_LINES, [], ['ends in "]'], TRICKY_LINES[::-1]])
-def test_the_logs_of_a_record_are_found_in_its_stored_text_without_parsing_it(logs) -> None:
-    """Whatever the lines and the result hold, the array found is the record's logs; an older
-    version's record (logs before annotations) is parsed instead."""
+def test_a_stored_record_is_split_from_its_logs_without_parsing_it(logs) -> None:
+    """Whatever the lines and the result hold, the parts found are the record without its logs and
+    its logs; an older version's record (logs before annotations) is parsed instead."""
     result = {"logs": ["not these"], "annotations": [{"logs": ["nor these"]}], "text": '"logs":["no"]'}
     record = _built(logs, result)
-    stored = encode_doc(record).encode()
-    found = records.stored_logs_json(stored)
-    assert found is not None and json.loads(bytes(found)) == record["logs"]
+    parts = records.split_stored(encode_doc(record).encode())
+    assert parts is not None
+    assert json.loads(parts[0]) == {key: value for key, value in record.items() if key != "logs"}
+    assert json.loads(bytes(parts[1])) == record["logs"]
     older = {key: record[key] for key in ("activationId", "namespace", "response", "logs", "annotations", "cause")}
-    assert records.stored_logs_json(encode_doc(older).encode()) is None
+    assert records.split_stored(encode_doc(older).encode()) is None
     trigger = records.trigger("c" * 32, "alice", "t", "0.0.1", 1, result, [{"rule": "r"}], MB)
-    assert json.loads(bytes(records.stored_logs_json(encode_doc(trigger).encode()))) == trigger["logs"]
+    head, lines = records.split_stored(encode_doc(trigger).encode())
+    assert json.loads(bytes(lines)) == trigger["logs"] and json.loads(head)["response"] == trigger["response"]

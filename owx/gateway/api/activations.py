@@ -12,7 +12,7 @@ from owx.gateway.api.request_args import (LONG_RANGE, flag, gateway, integer, li
                                           paging)
 from owx.gateway.errors import bad_request, not_found
 from owx.gateway.names import valid_name
-from owx.gateway.pipeline.records import stored_logs_json
+from owx.gateway.pipeline.records import split_stored
 
 blueprint = Blueprint("activations", __name__, url_prefix="/api/v1/namespaces/<ns>/activations")
 _ACTIVATION_ID = re.compile(r"\A[0-9a-f]{32}\Z")
@@ -68,10 +68,6 @@ def _full_records(summaries: list[dict], ns: str) -> Response:
     return Response(b"[" + b",".join(parts) + b"]", mimetype="application/json")
 
 
-def _record(ns: str, activation_id: str) -> dict:
-    return jsonvalues.loads(_stored(ns, activation_id))
-
-
 def _stored(ns: str, activation_id: str) -> bytes:
     """The record as stored (UTF-8 JSON), 404 if ``ns`` has none of that id."""
     if not _ACTIVATION_ID.match(activation_id):
@@ -91,15 +87,17 @@ def get_activation(ns: str, activation_id: str):
 
 @blueprint.get("/<activation_id>/result")
 def get_result(ns: str, activation_id: str):
-    """The ``response`` of an activation."""
-    return jsonify(_record(ns, activation_id)["response"])
+    """The ``response`` of an activation (its record parsed without its logs, when they come last)."""
+    stored = _stored(ns, activation_id)
+    parts = split_stored(stored)
+    return jsonify(jsonvalues.loads(stored if parts is None else parts[0])["response"])
 
 
 @blueprint.get("/<activation_id>/logs")
 def get_logs(ns: str, activation_id: str):
     """The log lines of an activation, from the stored record's text when it has them last."""
     stored = _stored(ns, activation_id)
-    logs = stored_logs_json(stored)
-    if logs is None:  # an older version's record
+    parts = split_stored(stored)
+    if parts is None:  # an older version's record
         return jsonify(logs=jsonvalues.loads(stored)["logs"])
-    return Response(b"".join((b'{"logs":', logs, b"}")), mimetype="application/json")
+    return Response(b"".join((b'{"logs":', parts[1], b"}")), mimetype="application/json")

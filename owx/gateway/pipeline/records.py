@@ -4,7 +4,7 @@ record owx stores is made here.
 An action's record comes from :func:`build`: its run, a sequence's end, and the failed record of an
 activation a gateway answered for and then could not finish (it stopped or died, :func:`unfinished`);
 a fired trigger's from :func:`trigger`. Their ``logs`` come last, so that the logs of a stored record
-are served from its text without parsing it (`stored_logs_json`).
+are served from its text without parsing them (`split_stored`).
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def build(activation_id: str, subject: str, action: ActionFacts, outcome: RunOut
     }
     if cause:
         record["cause"] = cause
-    record["logs"] = logs  # last: see `stored_logs_json`
+    record["logs"] = logs  # last: see `split_stored`
     return _fitted(record)
 
 
@@ -238,23 +238,24 @@ def trigger(activation_id: str, subject: str, name: str, version: str, start_ms:
         "end": 0,
         "response": response(SUCCESS, payload, max_result_bytes),
         "annotations": [],
-        "logs": [json.dumps(line, separators=(",", ":")) for line in rule_lines],  # last: see `stored_logs_json`
+        "logs": [json.dumps(line, separators=(",", ":")) for line in rule_lines],  # last: see `split_stored`
     }
 
 
-def stored_logs_json(stored: bytes) -> memoryview | None:
-    """The ``logs`` array of a record made here, as the JSON text of its stored form (the record's
-    last key), found without parsing it: records hold up to tens of MB of logs, and parsing one holds
-    the interpreter lock every tenant's requests wait for. None for a record of another layout (an
-    older version's: logs before annotations).
+def split_stored(stored: bytes) -> tuple[bytes, memoryview] | None:
+    """A stored record made here, as JSON text, split without parsing it: (the record without its
+    ``logs``, the ``logs`` array); records hold up to tens of MB of logs, and parsing one holds the
+    interpreter lock every tenant's requests wait for. None for a record of another layout (an older
+    version's: logs before annotations).
 
     Inside a JSON string every quote is escaped, so ``"logs":[`` and ``"annotations":[`` occur in the
     text only as keys: the last ``"logs":[`` after the last ``"annotations":[`` is the record's own
-    key, with nothing but its array (of strings) and the record's closing brace after it."""
+    key (its last, after a comma), with nothing but its array (of strings) and the record's closing
+    brace after it."""
     logs_at = stored.rfind(_LOGS_KEY)
-    if logs_at < 0 or stored.rfind(_ANNOTATIONS_KEY) > logs_at or not stored.endswith((b'"]}', b"[]}")):
+    if logs_at < 1 or stored.rfind(_ANNOTATIONS_KEY) > logs_at or not stored.endswith((b'"]}', b"[]}")):
         return None
-    return memoryview(stored)[logs_at + len(_LOGS_KEY) - 1:-1]  # not copied
+    return stored[:logs_at - 1] + b"}", memoryview(stored)[logs_at + len(_LOGS_KEY) - 1:-1]  # the array not copied
 
 
 _LOGS_KEY, _ANNOTATIONS_KEY = b'"logs":[', b'"annotations":['
