@@ -47,6 +47,21 @@ class GatewayProcess:
     def api(self, path: str) -> str:
         return f"{self.url}/api/v1/namespaces/_/{path}"
 
+    def rss_mb(self) -> float:
+        """The process's resident memory now, in MB."""
+        return self._status("VmRSS:") / 1024
+
+    def threads(self) -> int:
+        """The process's threads now."""
+        return int(self._status("Threads:"))
+
+    def _status(self, field_name: str) -> int:
+        """A number of ``/proc/PID/status`` (kB for sizes)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field_name):
+                return int(line.split()[1])
+        raise RuntimeError(f"{field_name} is not in the status of process {self.process.pid}")
+
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout_s``."""
         if self.process.poll() is None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -18,11 +17,6 @@ from owx.gateway.stores.validation import encode_doc
 from owx.platform.types import SUCCESS, RunOutcome
 
 PRINTER = "def main(args):\n    line = 'x' * 8192\n    for _ in range(1200):\n        print(line)\n    return {'n': 1}\n"
-
-
-def _rss_mb(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
 
 
 def test_large_records_are_served_as_stored_and_their_memory_given_back(tmp_path) -> None:
@@ -41,7 +35,7 @@ def test_large_records_are_served_as_stored_and_their_memory_given_back(tmp_path
         assert http.get(gateway.api(f"activations/{ids[0]}/result")).json() == record["response"]
         listed = http.get(gateway.api("activations"), params={"docs": "true", "limit": 2}).json()
         assert {r["activationId"] for r in listed} == set(ids) and record in listed
-        before = _rss_mb(gateway.process.pid)
+        before = gateway.rss_mb()
 
         def read(n: int) -> int:
             session = gateway.session()
@@ -49,7 +43,7 @@ def test_large_records_are_served_as_stored_and_their_memory_given_back(tmp_path
 
         with ThreadPoolExecutor(8) as pool:
             assert sum(pool.map(read, range(8))) > 96 * 9_000_000
-        assert _rss_mb(gateway.process.pid) - before < 80
+        assert gateway.rss_mb() - before < 80
     finally:
         gateway.stop()
 

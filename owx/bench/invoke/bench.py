@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             nonblocking = wrk(invoke, connections=4, seconds=args.seconds, method="POST", body=body, auth=gateway.auth)
             last = gateway.session().get(gateway.api("activations"), params={"limit": 1}).json()[0]["activationId"]
             gets = wrk(gateway.api(f"activations/{last}"), connections=4, seconds=args.seconds, auth=gateway.auth)
-            rss_mb = _rss_mb(gateway)
+            rss_mb = gateway.rss_mb()
             split = shared_nothing(gateway, invoke, Path(tmp) / "gw2", env, _deploy, args.seconds, body)
             flooded = flood(gateway, invoke, args.flood)
             fair = measure_fairness(gateway, args.blocked)
@@ -293,13 +293,6 @@ def _stat(pid: str) -> list[str]:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return []
-
-
-def _rss_mb(gateway: GatewayProcess) -> float:
-    for line in Path(f"/proc/{gateway.process.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _run_body() -> str:

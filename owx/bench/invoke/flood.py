@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from owx.bench.gateway_process import GatewayProcess
 from owx.bench.http_client import percentile
@@ -77,7 +76,7 @@ def flood(gateway: GatewayProcess, invoke_url: str, count: int, record_wait_s: f
             started = time.perf_counter()
             session.get(gateway.api(f"activations/{probe_id}"), timeout=30)
             latencies.append((time.perf_counter() - started) * 1000)
-            samples.append(_threads_and_rss(gateway))
+            samples.append((gateway.threads(), gateway.rss_mb()))
             stop.wait(0.01)
 
     prober = threading.Thread(target=probe, daemon=True)
@@ -110,16 +109,6 @@ def settled_count(gateway: GatewayProcess, quiet_s: float = 1.0, timeout_s: floa
         if now != count:
             count, since = now, time.monotonic()
     return count
-
-
-def _threads_and_rss(gateway: GatewayProcess) -> tuple[int, float]:
-    threads, rss = 0, 0.0
-    for line in Path(f"/proc/{gateway.process.pid}/status").read_text().splitlines():
-        if line.startswith("Threads:"):
-            threads = int(line.split()[1])
-        elif line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) / 1024
-    return threads, rss
 
 
 def _wait(condition, timeout_s: float) -> None:

@@ -117,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
             for series in (*_view_floods(gateway, args.seconds), *_made_up_key(gateway, args.seconds),
                            *_fresh_made_up_keys(gateway, args.seconds), _cold_starts(gateway)):
                 series.report(report)
-            rss_before = _rss_mb(gateway)
+            rss_before = gateway.rss_mb()
             for series in _large_records(gateway, args.seconds):
                 series.report(report)
             report.figure("large records: gateway RSS before / after the reads",
-                          f"{rss_before:.0f} / {_rss_mb(gateway):.0f}", "MB")
+                          f"{rss_before:.0f} / {gateway.rss_mb():.0f}", "MB")
         finally:
             gateway.stop()
     alone_us, beside_us = _pool_turns(0), _pool_turns(MANY_TURNS)
@@ -260,11 +260,6 @@ def _large_records(gateway: GatewayProcess, seconds: float) -> list[Series]:
                     lambda path=path: wrk(gateway.api(f"activations/{record}{path}"), connections=RECORD_READERS,
                                           seconds=seconds, auth=gateway.auth))
             for path in ("", "/logs")]
-
-
-def _rss_mb(gateway: GatewayProcess) -> float:
-    status = Path(f"/proc/{gateway.process.pid}/status").read_text()
-    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
 
 
 def _beside(name: str, victim: Callable[[float], list[float]], seconds: float,
