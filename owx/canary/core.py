@@ -217,7 +217,7 @@ class CanaryCore:
         container takes the memory of ``reservation`` (default: the function's first holder)."""
         number = len(function.attempts) + 1
         env = dict(request.extra_env)
-        if checkpoints:
+        if checkpoints and function.checkpointed:
             self.store.grant(function.namespace)  # each attempt: the store may have restarted since the last
             env.update(canary_function_id=function.function_id, canary_store=self.store.url_for(function.namespace),
                        canary_interval=str(function.options.interval_s))

@@ -29,6 +29,14 @@ class Function:
     discarded: int = 0
     background: list[Future[Any]] = field(default_factory=list)  # executions still running after the answer
 
+    @property
+    def checkpointed(self) -> bool:
+        """Whether its executions get the checkpoint store: only an action of the caller's own. A
+        published action another namespace calls runs the owner's code, which must not hold the
+        caller's store login (it reads and fills the caller's checkpoints with it, for good): it runs
+        without checkpoints, and a death restarts it from its start."""
+        return self.spec.namespace == self.namespace
+
     def annotations(self) -> list[dict[str, Any]]:
         """What the activation record tells about this function's executions."""
         recovery = sum(f["recoveryMs"] for f in self.failures)

@@ -186,31 +186,52 @@ def main(args):
 '''
 
 
-def test_another_tenants_run_of_a_published_canary_action_is_the_callers_alone(instance):
-    """A published Canary action run through a binding: its container, checkpoint store, Canary rows
-    and counters are the caller's (as its activation record is), so the caller cannot fill the owner's
-    volume or tables, and the owner never sees the caller's state, activation ids or commits."""
-    owner, caller = instance.victim, instance.attacker
+SNOOP = """
+import os
+
+def main(args):
+    seen = {}
+    for path in args["paths"]:
+        try:
+            seen[path] = sorted(os.listdir(path))
+        except OSError as exc:
+            seen[path] = type(exc).__name__
+    return {"store": os.environ.get("__OW_CANARY_STORE"), "seen": seen}
+"""
+
+
+def test_a_published_canary_action_another_tenant_runs_gets_nothing_of_the_callers_store(instance):
+    """The published action's code is its owner's: run by another tenant (through a binding), it gets
+    neither the caller's checkpoint store login nor the caller's namespace directory (a probe's owner
+    read the caller's other checkpoints and filled its store quota with them, for good); it runs
+    without checkpoints. Its run is still the caller's: its container, Canary rows and counters (the
+    owner never sees the caller's activation ids or commits)."""
+    owner, caller = instance.attacker, instance.victim
+    assert caller.invoke(caller.put(WHOSE, annotations=CANARY))["response"]["success"]  # the caller's own state
+    gids = json.loads((instance.state_dir / "namespaces.json").read_text())
+    callers_directory = str(instance.state_dir / "namespaces" / str(gids[caller.namespace]))
+    assert os.listdir(callers_directory)
     made = owner.session().put(f"{owner.gateway.url}/api/v1/namespaces/_/packages/shared",
                                params={"overwrite": "true"}, json={"publish": True}, timeout=30)
     assert made.status_code == 200, made.text
-    owner.put(WHOSE, name="shared/whose", annotations=CANARY)
+    owner.put(SNOOP, name="shared/snoop", annotations=CANARY)
     bound = caller.session().put(f"{caller.gateway.url}/api/v1/namespaces/_/packages/bound",
                                  params={"overwrite": "true"},
                                  json={"binding": {"namespace": owner.namespace, "name": "shared"}}, timeout=30)
     assert bound.status_code == 200, bound.text
+
     def commits(tenant):
         overview = tenant.session().get(f"{tenant.gateway.url}/api/v1/namespaces/_/canary", timeout=30)
         assert overview.status_code == 200, overview.text
         return overview.json()["stats"]["commits"]
 
     owners_before, callers_before = commits(owner), commits(caller)
-    record = caller.invoke("bound/whose")
+    record = caller.invoke("bound/snoop", paths=[callers_directory, str(Path(callers_directory).parent)])
     assert record["response"]["success"], record["response"]
+    result = record["response"]["result"]
+    assert result["store"] is None
+    assert result["seen"][callers_directory] == "FileNotFoundError", result
     assert (commits(owner), commits(caller)) == (owners_before, callers_before + 1)
-    gids = json.loads((instance.state_dir / "namespaces.json").read_text())
-    mallory = gids.get("mallory")  # allocated at its first container: none before this test
-    assert record["response"]["result"] == {"gid": mallory, "store_gid": mallory}
 
     def job_ids(tenant):
         rows = tenant.session().get(f"{tenant.gateway.url}/api/v1/namespaces/_/canary/job_info",

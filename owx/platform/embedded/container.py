@@ -91,9 +91,11 @@ class Container(ABC):
         self._lock = threading.Lock()
 
     # -- protocol ------------------------------------------------------------
-    def assign(self, namespace: str) -> None:
-        """Hand the container to ``namespace`` before its ``/init`` (a stem cell learns it when claimed).
-        Backends whose containers get their identity at creation only note it here."""
+    def assign(self, namespace: str, own_code: bool = True) -> None:
+        """Hand the container to ``namespace`` before its ``/init`` (a stem cell learns it when claimed);
+        ``own_code``: the action is the namespace's own (else another's published action, which gets
+        nothing of the namespace's but its memory and CPU shares). Backends whose containers get their
+        identity at creation only note it here."""
         self.namespace = namespace
 
     @property

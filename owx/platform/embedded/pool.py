@@ -603,7 +603,7 @@ class ContainerPool:
             self._replenish_stems()
         slot.concurrency = max(1, spec.concurrency)
         container = slot.container
-        container.assign(spec.tenant)
+        container.assign(spec.tenant, own_code=spec.tenant == spec.namespace)
         self._share_cpu(spec.tenant)  # before its /init, which competes for the CPU with other tenants'
         container.logs.limit_bytes = spec.logs_bytes
         value = {"name": name, "main": spec.main, "code": spec.code or "", "binary": spec.binary,

@@ -151,11 +151,12 @@ class ProcessContainer(Container):
         for fd in list(self._outputs.values()):
             self._watcher.read_now(fd)  # within the tenant's share of the loop, as the watcher reads
 
-    def assign(self, namespace: str) -> None:
-        """Start the runtime for ``namespace``: its gid, and its directory mounted if it has one."""
+    def assign(self, namespace: str, own_code: bool = True) -> None:
+        """Start the runtime for ``namespace``: its gid, and its directory mounted if it has one and
+        the code is its own (another namespace's published action would read and fill it)."""
         assert self._backend is not None and self._control is not None
         identities = self._backend.identities
-        directory = identities.directory(namespace)
+        directory = identities.directory(namespace) if own_code else None
         trees = [kernel.clone_tree(kernel.AT_FDCWD, str(directory))] if directory is not None else []
         try:
             fd_messages.send(self._control, {"gid": identities.gid(namespace),
@@ -165,7 +166,7 @@ class ProcessContainer(Container):
         finally:
             for fd in trees:
                 os.close(fd)
-        super().assign(namespace)
+        super().assign(namespace, own_code)
 
     def _fork(self, zygote: Zygote | None, plan: ContainerPlan, fds: list[int]) -> int | None:
         if zygote is None:
