@@ -44,8 +44,12 @@ DB_NAME = "checkpoints.db"
 DIRECTORY_MODE = 0o2770  # the namespace's group reads and writes; new files keep the group
 FILE_MODE = 0o660
 HERE = "/tmp/namespace"  # where the worker sees the namespace's directory
-KV_MODULES = {"sqlite": "owx.canary.checkpoint.kv_sqlite", "redis": "owx.canary.checkpoint.kv_redis",
-              "rediss": "owx.canary.checkpoint.kv_redis", "ignite": "owx.canary.checkpoint.kv_ignite"}
+# what the store at a URL of each scheme imports: its tier and its client library (imported lazily by
+# the tier, and unreadable once the worker is not root when the interpreter's packages are root's)
+KV_MODULES = {"sqlite": ("owx.canary.checkpoint.kv_sqlite", "sqlite3"),
+              "redis": ("owx.canary.checkpoint.kv_redis", "redis", "encodings.idna"),
+              "rediss": ("owx.canary.checkpoint.kv_redis", "redis", "encodings.idna", "ssl"),
+              "ignite": ("owx.canary.checkpoint.kv_ignite", "pyignite", "pyignite.datatypes")}
 
 
 class StoreWorker:
@@ -144,7 +148,8 @@ def _chmod_if_allowed(path: Path, mode: int) -> None:
 def become(uid: int, gid: int, url: str) -> None:
     """Import the store's client for ``url`` while still root, show the working directory at ``HERE``,
     then take ``uid`` and ``gid`` for good."""
-    importlib.import_module(KV_MODULES[urlsplit(url).scheme])
+    for module in KV_MODULES[urlsplit(url).scheme]:
+        importlib.import_module(module)
     kernel.unshare(kernel.CLONE_NEWNS)
     kernel.mount(None, "/", None, kernel.MS_REC | kernel.MS_PRIVATE)
     view = os.path.dirname(HERE)

@@ -58,3 +58,6 @@ def test_a_killed_action_resumes_from_its_large_checkpoint_in_redis(gw):
     assert result["resumed_at"] >= 5
     assert result["sum"] == 30.0 * 2**18
     assert annotation(record, "attempts") == 2
+    # the gateway's store worker read the checkpoint it resumed from (under /root, an interpreter's
+    # packages are root's alone: the worker imports the Redis client before it drops root)
+    assert annotation(record, "canary")["failures"][0]["checkpointSeq"] >= 5
