@@ -23,7 +23,8 @@ from owx.canary.core import CanaryCore
 from owx.canary.options import ANNOTATION, BadAnnotation, options_of, parse_options
 from owx.canary.tables import PLATFORM_NS, TABLES
 from owx.gateway.api.request_args import caller, gateway, model, namespace, paging
-from owx.gateway.errors import ApiError, bad_request, not_found
+from owx.common import jsonvalues
+from owx.gateway.errors import ApiError, bad_request, not_found, too_big
 from owx.gateway.ids import new_id
 from owx.gateway.names import parse_relative
 
@@ -92,6 +93,10 @@ def submit_job(ns: str):
     """Submit a job: one activation per parameter set, admitted together."""
     service, canary = gateway(), core()
     body = model(JobBody)
+    allowed = service.settings.gateway.max_payload_bytes  # each activation's, as an invoke's body
+    for params in body.params:
+        if (size := jsonvalues.encoded_size(params)) > allowed:
+            raise too_big("Request", size, allowed)
     resolved = service.catalog.resolve(parse_relative(namespace(ns), body.action), caller().namespace)
     if not canary.accepts(resolved):
         raise bad_request(NOT_STATEFUL.format(action=body.action))

@@ -120,6 +120,9 @@ def test_bad_jobs_are_refused(gw, http):
     assert http.post(gw.api("canary/jobs"), json={"action": stateful, "params": []}).status_code == 400
     assert http.post(gw.api("canary/jobs"), json={"action": stateful}).status_code == 400
     assert http.post(gw.api("canary/jobs"), json={"action": "missing", "params": [{}]}).status_code == 404
+    # each activation's parameters within an invoke's payload limit (1 MB), as an invoke's body is
+    large = http.post(gw.api("canary/jobs"), json={"action": stateful, "params": [{}, {"x": "y" * (3 << 20)}]})
+    assert large.status_code == 413 and large.json()["error"].startswith("Request larger than allowed"), large.text
 
 
 def test_request_replication_copies_that_could_never_run_at_once_are_a_400():
