@@ -142,14 +142,14 @@ class CanaryCore:
         copies = options.copies if options.fault_tolerance == "request-replication" else 1
         holders = {fid: [reservation(fid, i if copies > 1 else None) for i in range(copies)] for fid in function_ids}
         everything = [h for hs in holders.values() for h in hs]
-        placed = self.memory.place_all(everything, spec.memory_mb * MB, live, warm)
+        placed = self.memory.place_all(everything, spec.memory_mb * MB, live, warm, tenant=spec.tenant)
         if placed is None:
             if self.fits_ever(resolved, len(function_ids)):
                 self._reclaim_idle_replicas()
                 return False
             placed = {h: self._roomiest(live) for h in everything}  # never fits: the pool will say why
             for h, node in placed.items():
-                self.memory.hold(h, node, spec.memory_mb * MB, force=True)
+                self.memory.hold(h, node, spec.memory_mb * MB, force=True, tenant=spec.tenant)
         namespace = resolved.caller  # its runs, checkpoints and tables are the caller's, as its containers are
         self.store.prepare(namespace)  # before its replicas start: they mount the namespace's directory
         now = now_ms()
@@ -304,7 +304,7 @@ class CanaryCore:
         live = self._live_nodes()
         node = self._roomiest(live)
         held = reservation(request.activation_id)
-        self.memory.hold(held, node, spec.memory_mb * MB, force=True)
+        self.memory.hold(held, node, spec.memory_mb * MB, force=True, tenant=spec.tenant)
         function = Function(request.namespace, request.activation_id, request.activation_id, options, spec, node,
                             [held], now_ms())
         with self._lock:

@@ -39,6 +39,7 @@ class MemoryLedger:
     def __init__(self) -> None:
         self._nodes: dict[str, _Node] = {}
         self._held: dict[str, tuple[str, int]] = {}  # holder -> (node, bytes)
+        self._tenants: dict[str, str] = {}  # holder -> the tenant a reservation is for (see `reserved_by_tenant`)
         self._lock = threading.Lock()
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -63,23 +64,26 @@ class MemoryLedger:
             return self._nodes[node].budget - self._used(node)
 
     # -- holds ---------------------------------------------------------------------------------
-    def hold(self, holder: str, node: str, nbytes: int, force: bool = False) -> bool:
+    def hold(self, holder: str, node: str, nbytes: int, force: bool = False, tenant: str | None = None) -> bool:
         """Hold ``nbytes`` on ``node`` for ``holder`` (replacing what it held); without ``force``
-        only if the node has that much free. True if held."""
+        only if the node has that much free; ``tenant``: a reservation's, counted as that tenant's
+        (`reserved_by_tenant`) until it ends or is taken. True if held."""
         with self._lock:
             previous = self._held.get(holder)
             freed = previous[1] if previous and previous[0] == node else 0
             if not force and self._nodes[node].budget - self._used(node) + freed < nbytes:
                 return False
             self._held[holder] = (node, nbytes)
+            if tenant is not None:
+                self._tenants[holder] = tenant
         self._changed(node, previous[0] if previous else None)
         return True
 
     def place_all(self, holders: list[str], nbytes: int, nodes: Iterable[str],
-                  prefer: Iterable[str] = ()) -> dict[str, str] | None:
+                  prefer: Iterable[str] = (), tenant: str | None = None) -> dict[str, str] | None:
         """Hold ``nbytes`` for every holder on one of ``nodes`` (all or none), spreading them over
-        the nodes with the most room (free + reclaimable), ``prefer``'d nodes first on ties.
-        Their nodes, or None if they do not all fit."""
+        the nodes with the most room (free + reclaimable), ``prefer``'d nodes first on ties
+        (``tenant``: as `hold`'s). Their nodes, or None if they do not all fit."""
         preferred = set(prefer)
         candidates = list(nodes)
         reclaimable = {n: self._nodes[n].reclaimable() for n in candidates if n in self._nodes}  # pools' locks
@@ -95,6 +99,8 @@ class MemoryLedger:
                 chosen[holder] = node
             for holder, node in chosen.items():
                 self._held[holder] = (node, nbytes)
+                if tenant is not None:
+                    self._tenants[holder] = tenant
         for node in set(chosen.values()):
             self._changed(node)
         return chosen
@@ -126,16 +132,29 @@ class MemoryLedger:
             if held is None or held[0] != node:
                 return 0
             del self._held[holder]
+            self._tenants.pop(holder, None)
             return held[1]
 
     def release(self, holder: str) -> int:
         """End ``holder``'s hold; the bytes it held (0 if none)."""
         with self._lock:
             held = self._held.pop(holder, None)
+            self._tenants.pop(holder, None)
         if held is None:
             return 0
         self._changed(held[0])
         return held[1]
+
+    def reserved_by_tenant(self, node: str) -> dict[str, int]:
+        """The bytes each tenant's reservations hold on ``node`` (memory held in advance for containers
+        not made yet: a Canary job's), which share the node as its containers do."""
+        reserved: dict[str, int] = {}
+        with self._lock:
+            for holder, tenant in self._tenants.items():
+                held_on, nbytes = self._held[holder]
+                if held_on == node:
+                    reserved[tenant] = reserved.get(tenant, 0) + nbytes
+        return reserved
 
     def node_of(self, holder: str) -> str | None:
         with self._lock:

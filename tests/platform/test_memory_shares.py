@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from owx.platform.embedded.memory_shares import MemoryWait, first_waiting
 from owx.platform.types import SUCCESS, ActionSpec, tenant_of
@@ -140,3 +141,30 @@ def test_a_node_over_its_budget_is_paid_by_the_largest_holders_idle_containers_n
     wait_for(lambda: platform.ledger.free("node0") >= 0, what="one of the big tenant's idle containers evicted")
     again = platform.run(small, request(s=0))
     assert again.init_ms is None and again.container_id == first.container_id  # warm, its own container
+
+
+def test_memory_reserved_for_a_tenant_counts_as_its_own_and_a_smaller_tenants_idle_container_is_kept_a_while(
+        make_platform) -> None:
+    """A Canary job's reservations (memory held for its containers before they start) are its tenant's:
+    placed over another tenant's idle container, they leave that container warm for
+    ``fair_keep_idle_s`` (a probe's job of four 512 MB functions had it evicted at once and the other
+    tenant's next call wait 28 s for the whole job); then the node fits its budget again."""
+    platform = make_platform(user_memory_mb=768, fair_keep_idle_s=4)
+    small = ActionSpec(key="other/small@1", kind="python:3", code=SLEEP, memory_mb=256)
+    first = platform.run(small, request(s=0))
+    pool = platform.node("node0").pool
+    reservations = [f"function:{n}" for n in range(3)]
+    placed = platform.ledger.place_all(reservations, 256 * MB, ["node0"], tenant="guest")
+    caller = ThreadPoolExecutor(1)  # evicted, its call would wait for the reservations' end
+    try:
+        assert placed is not None and platform.ledger.free("node0") == -256 * MB  # the idle container counted as room
+        assert pool.held_by_tenant() == {"guest": 768 * MB, "other": 256 * MB}
+        time.sleep(2.0)  # the reaper looks at least once a second
+        again = caller.submit(platform.run, small, request(s=0)).result(timeout=10)
+        assert again.container_id == first.container_id  # warm, its own container
+        wait_for(lambda: platform.ledger.free("node0") == 0, timeout=15, what="the idle container evicted once kept long")
+        assert pool.container(first.container_id) is None
+    finally:
+        for holder in reservations:
+            platform.ledger.release(holder)
+        caller.shutdown()

@@ -14,9 +14,14 @@ anyone else. Three rules stop that:
   less than the request's tenant once served, unless it has been idle for ``fair_keep_idle_s``:
   the small tenant's next call finds its container warm instead of starting it again;
 - while forced holds keep the node over its budget (Escra growing a tenant's containers, a
-  reserved start), only the idle containers of the tenant holding the most are evicted: another
-  tenant's growth is not paid with a smaller tenant's warm container (a probe's memory hog, its
-  containers grown, evicted the other tenant's idle one and held its next call cold for 1.8 s).
+  reserved start), only the idle containers of the tenant holding the most, or idle for
+  ``fair_keep_idle_s``, are evicted: another tenant's growth is not paid with a smaller tenant's
+  warm container (a probe's memory hog, its containers grown, evicted the other tenant's idle one
+  and held its next call cold for 1.8 s); the node stays over its budget meanwhile.
+
+Memory held in advance for a tenant's containers (a Canary job's reservations) counts as that
+tenant's (a probe's job of four 512 MB functions, counted as nobody's, had another tenant's idle
+container evicted and its next call wait 28 s for the job's end).
 
 A tenant is whom a container runs for (:func:`owx.platform.types.tenant_of`): the namespace that
 invokes, even another one's published action.
@@ -40,9 +45,9 @@ class MemoryWait:
     need_bytes: int
 
 
-def held_by_tenant(slots: Iterable[Slot], ledger: MemoryLedger) -> dict[str, int]:
-    """The bytes each tenant's containers hold (stem cells belong to nobody)."""
-    held: dict[str, int] = {}
+def held_by_tenant(slots: Iterable[Slot], ledger: MemoryLedger, node: str) -> dict[str, int]:
+    """The bytes each tenant's containers and reservations hold on ``node`` (stem cells belong to nobody)."""
+    held = ledger.reserved_by_tenant(node)
     for slot in slots:
         if slot.key is not None:
             tenant = tenant_of(slot.key)
@@ -77,15 +82,17 @@ def may_evict(victim: Slot, victim_bytes: int, tenant: str, need_bytes: int, hel
 
 
 def overcommit_victims(idle: Iterable[Slot], over_bytes: int, held: dict[str, int],
-                       holds: Callable[[Slot], int]) -> list[Slot]:
+                       holds: Callable[[Slot], int], kept_since: float) -> list[Slot]:
     """The ``idle`` containers to evict while the node is ``over_bytes`` over its budget: stem cells
     first, then, least recently used first, those of the tenant holding the most (``held``; asked
-    again after each eviction), until the node fits or no such container is left. ``holds(slot)``:
-    the bytes evicting ``slot`` frees."""
+    again after each eviction) and those idle since before ``kept_since`` (`may_evict`'s keep),
+    until the node fits or no such container is left. ``holds(slot)``: the bytes evicting ``slot``
+    frees."""
     left, held, victims = sorted(idle, key=lambda s: (s.key is not None, s.last_used)), dict(held), []
     while over_bytes > 0:
         most = max(held.values(), default=0)
-        victim = next((s for s in left if s.key is None or held.get(tenant_of(s.key), 0) >= most), None)
+        victim = next((s for s in left if s.key is None or s.last_used < kept_since
+                       or held.get(tenant_of(s.key), 0) >= most), None)
         if victim is None:
             break
         left.remove(victim)

@@ -482,7 +482,7 @@ class ContainerPool:
     def held_by_tenant(self) -> dict[str, int]:
         """The memory each tenant's containers hold here."""
         with self._lock:
-            return held_by_tenant(self._slots.values(), self.ledger)
+            return held_by_tenant(self._slots.values(), self.ledger, self.node)
 
     def _owed(self, slot: Slot) -> bool:
         """Whether ``slot``, once idle, is kept for a request of another tenant waiting for memory,
@@ -898,7 +898,8 @@ class ContainerPool:
                 if over > 0:
                     idle = [s for s in self._slots.values() if self._evictable(s) and s not in stale]
                     stale += overcommit_victims(idle, over, self.held_by_tenant(),
-                                                lambda s: self.ledger.held(s.holder))
+                                                lambda s: self.ledger.held(s.holder),
+                                                time.monotonic() - self.settings.fair_keep_idle_s)
                 for slot in stale:
                     self._slots.remove(slot.container.id)
                 if stale:
