@@ -108,8 +108,9 @@ class ActivationStore(Protocol):
     def put(self, doc: dict[str, Any], outsider: bool = False) -> Future[None]:
         """Take one record (``activationId``, ``namespace``, ``name``, ``start`` required), never
         waiting (``outsider``: a web action's caller other than its owner started it, see
-        :mod:`owx.gateway.stores.retention`); the future completes once it is durable: `DURABLE` when the activation log took it
-        (its accepted entry, if any, is then closed), else once the database has committed it.
+        :mod:`owx.gateway.stores.retention`); the future completes once it is durable: `DURABLE`
+        when the activation log took it (its accepted entry, if any, is then closed), else once the
+        database has committed it.
 
         Records are immutable: a second put of the same ``activationId`` is ignored (the
         first write wins, which exactly-once commits rely on). Bad records raise

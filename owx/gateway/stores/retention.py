@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from owx.gateway.stores.activations import ActivationRow
 
 KEPT_AFTER_TRIM = 0.9  # of the bound
-_BY_AGE = ("CREATE INDEX IF NOT EXISTS activations_by_trim_order "
+_TRIM_ORDER_INDEX = ("CREATE INDEX IF NOT EXISTS activations_by_trim_order "
            "ON activations (namespace, outsider DESC, start, activation_id, size)")
 _OLD_INDEXES = ("activations_by_age",)  # of older versions, replaced by the one above
 _DELETE_CHUNK = 500
@@ -37,7 +37,7 @@ def add_columns(conn: sqlite3.Connection, indexed: bool) -> None:
     for old in _OLD_INDEXES:
         conn.execute(f"DROP INDEX IF EXISTS {old}")
     if indexed:
-        conn.execute(_BY_AGE)
+        conn.execute(_TRIM_ORDER_INDEX)
 
 
 class NamespaceBound:

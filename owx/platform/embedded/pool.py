@@ -12,7 +12,8 @@ request rather than to its own action, and a poorer tenant's idle container is n
 at once.  Requests that find a free warm container of their action never wait behind that
 queue, nor do activations that bring a reservation (memory held for them in advance).
 When others push the node over its budget (a forced hold), idle containers are evicted
-until it fits again: stem cells, then the largest holder's.
+until it fits again: stem cells, then the largest holder's, then those kept past
+``fair_keep_idle_s`` (:func:`.memory_shares.overcommit_victims`).
 """
 
 from __future__ import annotations
@@ -480,7 +481,7 @@ class ContainerPool:
         return max(free, key=lambda s: s.in_flight)  # pack concurrent activations
 
     def held_by_tenant(self) -> dict[str, int]:
-        """The memory each tenant's containers hold here."""
+        """The memory each tenant's containers and reservations hold here."""
         with self._lock:
             return held_by_tenant(self._slots.values(), self.ledger, self.node)
 
