@@ -121,7 +121,7 @@ def check_action(doc: dict[str, Any]) -> None:
             if doc["exec"]["kind"] == "sequence":
                 raise bad_request(SEQUENCE_STATEFUL)
             try:
-                parse_options(item["value"])
+                parse_options(item["value"], strict=True)
             except BadAnnotation as exc:
                 raise bad_request(str(exc)) from None
 

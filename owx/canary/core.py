@@ -268,7 +268,7 @@ class CanaryCore:
         for node in self.platform.nodes():
             self.tables.put(PLATFORM_NS, WorkerInfo(
                 worker_id=node.name, alive=node.alive, memory_mb=node.budget_bytes // MB, cpus=os.cpu_count() or 1,
-                cgroup_parent=node.cgroup_parent or "", backend=node.backend, updated=now_ms()))
+                backend=node.backend, updated=now_ms()))
 
     def _finish(self, function: Function, outcome: RunOutcome) -> None:
         first = function.attempts[0] if function.attempts else outcome

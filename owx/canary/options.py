@@ -43,14 +43,16 @@ class BadAnnotation(ValueError):
     """The ``canary`` annotation cannot be read; the message says why."""
 
 
-def parse_options(value: Any) -> CanaryOptions:
-    """The options a ``canary`` annotation value asks for; raises :class:`BadAnnotation`."""
+def parse_options(value: Any, strict: bool = False) -> CanaryOptions:
+    """The options a ``canary`` annotation value asks for; raises :class:`BadAnnotation`. ``strict``
+    (an action being stored) takes each option in its own JSON type only: ``"interval_s": "1"`` is
+    refused there, and read as 1.0 from an action stored before the check was strict."""
     if value is True:
         return CanaryOptions()
     if not isinstance(value, dict):
         raise BadAnnotation(f"annotation 'canary' must be true or an object, got {value!r:.80}")
     try:
-        return CanaryOptions.model_validate(value)
+        return CanaryOptions.model_validate(value, strict=strict)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}" for error in exc.errors()

@@ -28,14 +28,14 @@ class Row(BaseModel):
 
 
 class WorkerInfo(Row):
-    """A worker (node of the embedded platform): role, resources, liveness."""
+    """A worker (node of the embedded platform): role, resources, liveness. Every tenant reads it: it
+    names no path of the host."""
 
     worker_id: str
     role: Literal["invoker"] = "invoker"
     alive: bool = True
     memory_mb: int
     cpus: int
-    cgroup_parent: str
     backend: str
     updated: int
 

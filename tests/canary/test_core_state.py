@@ -40,6 +40,8 @@ def client(gw):
 @pytest.mark.parametrize("value, message", [
     ({"replication": "sometimes"}, "replication"),
     ({"interval_s": -1}, "interval_s"),
+    ({"interval_s": "1"}, "interval_s"),  # each option in its own JSON type: nothing is coerced
+    ({"fault_tolerance": "request-replication", "copies": 2.0}, "copies"),
     ({"checkpoint": "explicit", "colour": "red"}, "colour"),
     ("yes", "must be true or an object"),
     ({"fault_tolerance": "request-replication", "copies": 1}, "copies"),
@@ -98,6 +100,7 @@ def test_tables_over_http_and_sdk(gw, http, client):
                                        "replication_info"}
     workers = http.get(gw.api("canary/worker_info")).json()
     assert sorted(w["worker_id"] for w in workers) == ["node0", "node1", "node2"]
+    assert not [value for w in workers for value in w.values() if "/" in str(value)]  # no path of the host
     function = http.get(gw.api(f"canary/function_info/{aid}")).json()
     assert function["state"] == "succeeded" and function["job_id"] == aid and function["worker"] in {
         "node0", "node1", "node2"}
