@@ -65,6 +65,19 @@ def test_an_estimated_action_out_of_time_is_raised_once(gateway: GatewayProcess)
     check_out_of_time_is_raised(gateway)
 
 
+def test_a_misspelt_annotation_is_a_400_and_nothing_is_stored(gateway: GatewayProcess) -> None:
+    session = gateway.session()
+    for value, message in (({"memory": "atuo"}, "memory"), ({"memroy": "auto"}, "memroy"),
+                           ({"timeout": True}, "timeout"), ("auto", "must be an object")):
+        body = {"exec": {"kind": "python:3", "code": GROW}, "annotations": [{"key": "disdel", "value": value}]}
+        answer = session.put(gateway.api("actions/misspelt"), json=body)
+        assert answer.status_code == 400 and message in answer.json()["error"], (value, answer.text)
+        assert session.get(gateway.api("actions/misspelt")).status_code == 404
+    for value in ({"memory": "auto"}, False):
+        body = {"exec": {"kind": "python:3", "code": GROW}, "annotations": [{"key": "disdel", "value": value}]}
+        assert session.put(gateway.api("actions/spelt?overwrite=true"), json=body).ok
+
+
 def test_an_action_without_the_annotation_keeps_its_limits_and_at_most_once(gateway: GatewayProcess) -> None:
     check_unannotated_is_at_most_once(gateway)
 

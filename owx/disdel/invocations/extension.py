@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from owx.disdel.invocations.annotation import check_action
 from owx.disdel.invocations.history import LimitHistory
 from owx.disdel.invocations.runner import EstimatingRunner
 
@@ -21,6 +22,7 @@ class EstimationExtension:
         runner = EstimatingRunner(gateway.invoker.runner, LimitHistory(gateway.entities),
                                   lambda: gateway.catalog.limits, gateway.settings.disdel)
         gateway.invoker.route(runner.accepts, runner)
+        gateway.catalog.action_checks.append(check_action)
 
     def close(self) -> None:
         """Nothing runs in the background."""

@@ -6,38 +6,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from owx.disdel.invocations.annotation import ANNOTATION, AUTO, Estimated
 from owx.disdel.invocations.history import LimitHistory, Measurements, size_class
 from owx.disdel.settings import DisdelSettings
-from owx.gateway.catalog import ResolvedAction, annotation
+from owx.gateway.catalog import ResolvedAction
 from owx.gateway.pipeline.invoke import Runner
 from owx.gateway.settings import ActionLimits
 from owx.platform.types import ActionSpec, RunOutcome, RunRequest
 
 log = logging.getLogger(__name__)
-ANNOTATION = "disdel"
-AUTO = "auto"
-
-
-@dataclass(frozen=True)
-class Estimated:
-    """Which of an action's limits are estimated (its ``disdel`` annotation)."""
-
-    memory: bool
-    timeout: bool
-
-    @classmethod
-    def of(cls, resolved: ResolvedAction) -> "Estimated":
-        value = annotation(resolved.doc, ANNOTATION)
-        if not isinstance(value, dict):
-            return cls(False, False)
-        return cls(value.get("memory") == AUTO, value.get("timeout") == AUTO)
-
-    @property
-    def any(self) -> bool:
-        return self.memory or self.timeout
 
 
 class EstimatingRunner:
@@ -53,13 +32,13 @@ class EstimatingRunner:
         self._estimated: dict[str, Estimated] = {}  # by container key, filled by accepts()
 
     def accepts(self, resolved: ResolvedAction) -> bool:
-        estimated = Estimated.of(resolved)
+        estimated = Estimated.of(resolved.doc)
         if estimated.any:
             self._estimated[resolved.container_key] = estimated
         return estimated.any
 
     def run(self, spec: ActionSpec, request: RunRequest) -> RunOutcome:
-        estimated = self._estimated.get(spec.key, Estimated(True, True))
+        estimated = self._estimated.get(spec.key, Estimated(memory=AUTO, timeout=AUTO))
         action, size = spec.key.split("#", 1)[0], size_class(request.value)
         namespace = request.namespace  # the invoking one: another tenant's calls never move the owner's limits
         known = self.history.get(namespace, action, size)
