@@ -64,6 +64,11 @@ class PlatformSettings(BaseModel):
         "unset: <data_dir>/platform")
     sandbox: SandboxSettings = SandboxSettings()
     runtime_image: str = Field("owx/python-runtime:latest", description="image of Python kinds on Docker")
+    blackbox_images: list[str] = Field(
+        [], description="images (shell patterns of references, e.g. 'myorg/*') blackbox actions may run besides "
+        "the runtime images owx built (and those built from them) and the images named by owx runtime alias; any "
+        "other image of this machine is answered as a failed pull, as an image no registry has: a tenant runs "
+        "nothing the operator did not offer")
     runtime_python: str = Field(sys.executable, description="interpreter of the process backend's runtimes")
     zygote: bool = Field(True, description="start process runtimes by forking a preloaded runtime process "
                          "(owx.runtimes.zygote) instead of starting an interpreter each time")

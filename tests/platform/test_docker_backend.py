@@ -7,6 +7,9 @@ import logging
 import os
 import signal
 import socket
+import subprocess
+import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -18,6 +21,7 @@ from tests.fixtures.sockets import listening
 
 from owx.common.cgroups import Cgroup
 from owx.common.dockerd import engine_pid, ensure_dockerd
+from owx.platform.embedded.container import IMAGE_PULL_ERROR
 from owx.platform.embedded.container_limits import MB, cpu_shares
 from owx.platform.types import (
     DEVELOPER_ERROR,
@@ -191,6 +195,46 @@ def test_a_volume_the_image_declares_is_a_bounded_tmpfs(docker_platform, docker_
     finally:
         docker_platform.close()
         docker_client.images.remove(image, force=True)
+
+
+def _import_image(client, reference: str) -> None:
+    """An image not built from owx's runtime: one file, no command (as a database's or a tool's is to owx)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        secret = b"the operator's\n"
+        entry = tarfile.TarInfo("etc/secret")
+        entry.size = len(secret)
+        tar.addfile(entry, io.BytesIO(secret))
+    repository, tag = reference.rsplit(":", 1)
+    client.api.import_image_from_data(archive.getvalue(), repository=repository, tag=tag)
+
+
+def test_a_blackbox_action_runs_only_runtimes_and_the_images_the_operator_lists(make_platform, docker_client):
+    """An image of the machine that is not a runtime owx built (or one built from it) and that the
+    operator did not list is a failed pull to the tenant, as an image no registry has: nothing of it
+    runs, and its existence is not told apart from a missing image's."""
+    listed, unlisted, aliased = "owx-test/listed-tool:1", "owx-test/private-tool:1", "registry.example/org/tool:2"
+    for image in (listed, unlisted):
+        _import_image(docker_client, image)
+    platform = make_platform(kind="docker", blackbox_images=["owx-test/listed-*"])
+    try:
+        refused = platform.run(spec(ECHO, kind="blackbox", image=unlisted), request())
+        assert refused.status == DEVELOPER_ERROR and refused.result == {"error": IMAGE_PULL_ERROR.format(image=unlisted)}
+        assert docker_client.api.containers(all=True, filters={"ancestor": unlisted}) == []
+        tried = platform.run(spec(ECHO, kind="blackbox", image=listed), request())  # listed: dockerd has its say
+        assert tried.result["error"].startswith(f"Failed to start a container of image '{listed}'"), tried.result
+        runtime = platform.run(spec(ECHO, kind="blackbox", image=PYTHON_IMAGE), request(n=1))
+        assert runtime.status == SUCCESS and runtime.result == {"echo": {"n": 1}}
+        offer = subprocess.run([sys.executable, "-m", "owx.cli", "runtime", "alias", aliased, "--to", unlisted],
+                               capture_output=True, text=True, timeout=120)
+        assert offer.returncode == 0, offer.stderr
+        tried = platform.run(spec(ECHO, kind="blackbox", image=aliased), request())  # the operator's alias offers it
+        assert tried.result["error"].startswith(f"Failed to start a container of image '{aliased}'"), tried.result
+        assert platform.run(spec(ECHO, kind="blackbox", image=unlisted), request()).result == refused.result
+    finally:
+        platform.close()
+        for image in (listed, unlisted, aliased):
+            docker_client.images.remove(image, force=True)
 
 
 @pytest.mark.parametrize("dockerfile, errors", [

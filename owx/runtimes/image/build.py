@@ -35,6 +35,7 @@ PYTHON_IMAGE = "owx/python-runtime:latest"
 TENSORFLOW_IMAGE = "owx/python-tensorflow-runtime:latest"
 RUNTIME_PORT = 8080
 FINGERPRINT_LABEL = "owx.runtimes.fingerprint"
+OFFERED_LABEL = "owx.runtimes.offered"  # an image the operator offered to blackbox actions
 
 RUNTIMES_DIR = Path(__file__).resolve().parent.parent
 IMAGE_ROOT = "/opt/owx"
@@ -140,10 +141,21 @@ def derived(name: str, requirements: str) -> RuntimeImage:
 
 def add_alias(client: docker.DockerClient, image: Image, alias: str) -> None:
     """Make ``alias`` (an image reference such as ``docker.io/org/name:tag``) name ``image`` locally,
-    so an action asking for that image runs this one (there is no registry to pull it from)."""
+    so an action asking for that image runs this one (there is no registry to pull it from). An image
+    owx did not build is offered to blackbox actions this way: the alias names a child of it with
+    :data:`OFFERED_LABEL` and no layer of its own."""
     repository, tag = _split_reference(alias)
-    if not image.tag(repository, tag):
+    if not offered(image.labels):
+        dockerfile = f"FROM {image.id}\nLABEL {OFFERED_LABEL}=true\n"
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=f"{repository}:{tag}", rm=True)
+    elif not image.tag(repository, tag):
         raise ImageBuildError(f"docker refused the alias {alias}")
+
+
+def offered(labels: dict[str, str] | None) -> bool:
+    """Whether tenants' blackbox actions may run an image with these labels: a runtime owx built (or
+    one built from it), or an image the operator aliased (:func:`add_alias`)."""
+    return bool((labels or {}).get(FINGERPRINT_LABEL) or (labels or {}).get(OFFERED_LABEL))
 
 
 def _split_reference(reference: str) -> tuple[str, str]:

@@ -18,11 +18,15 @@ where no container reaches another and the host firewall
 ports (the gateway's among them), which they reach at the bridge's address: their
 ``__OW_API_HOST`` names it when the gateway's is this machine's loopback. Containers
 carry their instance's label, so a restarted instance removes what its killed predecessor left.
+A blackbox action runs only a runtime image owx built (or one built from it), an image the operator
+aliased (``owx runtime alias``) or listed (``blackbox_images``); any other image of the machine is a
+failed pull to the tenant.
 """
 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import logging
 import os
 import secrets
@@ -52,6 +56,7 @@ from owx.platform.embedded.instance import Instance
 from owx.platform.embedded.proxy import ProxyClient
 from owx.platform.embedded.watcher import FdWatcher
 from owx.platform.settings import PlatformSettings
+from owx.runtimes.image.build import TENSORFLOW_IMAGE, ensure_image, offered
 from owx.runtimes.python_action import SECRET_ENV
 
 log = logging.getLogger(__name__)
@@ -74,6 +79,7 @@ class DockerBackend(Backend):
         super().__init__(watcher)
         self.client = ensure_dockerd()
         self.runtime_image = settings.runtime_image
+        self.blackbox_images = tuple(settings.blackbox_images)
         self.tmp_mb = settings.sandbox.tmp_mb
         self.instance = instance.label
         self.identities = identities
@@ -195,18 +201,25 @@ class DockerBackend(Backend):
         if request.kind == "blackbox":
             if not request.image:
                 raise ValueError("a blackbox action needs an image")
+            if not self._offered(request.image):
+                raise ActionStartupError(IMAGE_PULL_ERROR.format(image=request.image))
             return request.image
-        if request.kind == TENSORFLOW_KIND:
-            from owx.runtimes.image.build import TENSORFLOW_IMAGE as image
-        else:
-            image = self.runtime_image
+        image = TENSORFLOW_IMAGE if request.kind == TENSORFLOW_KIND else self.runtime_image
         with self._image_lock:
             if image not in self._ready:
-                from owx.runtimes.image.build import ensure_image
-
                 ensure_image(image, client=self.client)
                 self._ready.add(image)
         return image
+
+    def _offered(self, image: str) -> bool:
+        """Whether tenants may run ``image``: one the operator lists, or one labelled as offered (a
+        runtime owx built, an alias). A missing image is offered: its create fails as a failed pull."""
+        if any(fnmatch.fnmatchcase(image, pattern) for pattern in self.blackbox_images):
+            return True
+        try:
+            return offered(self.client.api.inspect_image(image)["Config"].get("Labels"))
+        except docker.errors.ImageNotFound:
+            return True
 
     def close(self) -> None:
         super().close()
