@@ -1,4 +1,5 @@
-"""Serve the gateway: HTTP and HTTPS listeners and the admin socket, on the gateway's event loop.
+"""Serve the gateway: HTTP and HTTPS listeners and the admin socket, on the gateway's event loop
+(plain HTTP sent to the HTTPS port gets a 400: :mod:`owx.gateway.http.https_listener`).
 
 Connections are owx's own HTTP/1.1 server (:mod:`owx.gateway.http`). An invoke is answered on the
 event loop itself (:mod:`owx.gateway.api.invoke`); every other request is a Flask view on one of
@@ -27,6 +28,7 @@ from owx.gateway.admin.socket import SOCKET_NAME, admin_app, bind_admin_socket
 from owx.gateway.admin.users import Users
 from owx.gateway.api.invoke import InvokeEndpoint
 from owx.gateway.app import MAX_ENTITY_BYTES, create_app
+from owx.gateway.http.https_listener import HttpsListener, plain_to_https
 from owx.gateway.http.messages import Request, Response
 from owx.gateway.http.protocol import Connections, Handler, HttpConnection, Limits
 from owx.gateway.http.wsgi import WsgiBridge
@@ -61,7 +63,7 @@ class GatewayServer:
         self._http = _bind(host, port)
         self._https = _bind(host, tls_port) if tls is not None else None
         self._admin_socket = bind_admin_socket(gateway.settings.data_dir)
-        self._servers: list[asyncio.base_events.Server] = []
+        self._servers: list[asyncio.base_events.Server | HttpsListener] = []
         self._connections = Connections(LIMITS)
         self._stopped = threading.Event()
         self._closed = False
@@ -125,15 +127,14 @@ class GatewayServer:
         loop = asyncio.get_running_loop()
         limits = LIMITS
         api, admin = self._handler(), self.admin
-        context = _tls_context(self._tls) if self._tls is not None else None
-        listeners: list[tuple[socket.socket, Handler, ssl.SSLContext | None]] = [(self._http, api, None)]
-        if self._https is not None:
-            listeners.append((self._https, api, context))
-        for sock, handler, tls in listeners:
-            scheme = "https" if tls is not None else "http"
-            self._servers.append(await loop.create_server(
-                lambda h=handler, s=scheme: HttpConnection(h, limits, s, self._connections), sock=sock, ssl=tls,
-                backlog=BACKLOG))
+        self._servers.append(await loop.create_server(
+            lambda: HttpConnection(api, limits, "http", self._connections), sock=self._http, backlog=BACKLOG))
+        if self._https is not None and self._tls is not None:
+            plain = plain_to_https(self.tls_url or "")
+            self._servers.append(HttpsListener(
+                self._https, _tls_context(self._tls),
+                lambda: HttpConnection(api, limits, "https", self._connections),
+                lambda: HttpConnection(plain, limits, "http", self._connections), BACKLOG))
         self._servers.append(await loop.create_unix_server(
             lambda: HttpConnection(admin, limits, "http", self._connections), sock=self._admin_socket))
 

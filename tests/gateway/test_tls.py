@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -74,6 +75,25 @@ def test_http_and_https_serve_the_same_gateway(gateway: GatewayProcess) -> None:
     secure = requests.get(f"{gateway.tls_url}/api/v1/namespaces", auth=tuple(gateway.auth.split(":")), verify=ca)
     assert plain.json() == secure.json() == ["guest"]
     assert oct((gateway.data_dir / "tls" / "server-key.pem").stat().st_mode & 0o777) == "0o600"
+
+
+def test_plain_http_to_the_https_port_gets_a_400_naming_the_https_url(gateway: GatewayProcess) -> None:
+    """A client given an http:// URL with the HTTPS port (a wskprops typo) is told what to use, in
+    OpenWhisk's error body, instead of a connection closed without a word; TLS clients on the same
+    port and a client that sends nothing are served as before."""
+    port = gateway.tls_url.rsplit(":", 1)[1]
+    plain = requests.get(f"http://127.0.0.1:{port}/api/v1/namespaces", auth=tuple(gateway.auth.split(":")),
+                         timeout=10)
+    assert plain.status_code == 400, plain.text
+    assert plain.json()["error"] == f"The plain HTTP request was sent to the HTTPS port: use https://127.0.0.1:{port}."
+    assert plain.headers["X-Request-ID"] == plain.json()["code"]
+    with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as silent:  # connects, sends nothing
+        ca = str(gateway.data_dir / "tls" / "ca.pem")
+        secure = requests.get(f"{gateway.tls_url}/api/v1/namespaces", auth=tuple(gateway.auth.split(":")),
+                              verify=ca, timeout=10)
+        assert secure.json() == ["guest"]
+        silent.shutdown(socket.SHUT_WR)
+        assert silent.recv(1) == b""  # closed once it closes its side, nothing written
 
 
 def test_a_second_owx_up_on_the_data_dir_is_refused_without_touching_the_running_ones_certificate(
