@@ -28,6 +28,7 @@ from owx.gateway.admin.socket import SOCKET_NAME, admin_app, bind_admin_socket
 from owx.gateway.admin.users import Users
 from owx.gateway.api.invoke import InvokeEndpoint
 from owx.gateway.app import MAX_ENTITY_BYTES, create_app
+from owx.gateway.http.forwarded import TrustedProxies
 from owx.gateway.http.https_listener import HttpsListener, plain_to_https
 from owx.gateway.http.messages import Request, Response
 from owx.gateway.http.protocol import Connections, Handler, HttpConnection, Limits
@@ -64,7 +65,7 @@ class GatewayServer:
         self._https = _bind(host, tls_port) if tls is not None else None
         self._admin_socket = bind_admin_socket(gateway.settings.data_dir)
         self._servers: list[asyncio.base_events.Server | HttpsListener] = []
-        self._connections = Connections(LIMITS)
+        self._connections = Connections(LIMITS, TrustedProxies(http.trusted_proxies) if http.trusted_proxies else None)
         self._stopped = threading.Event()
         self._closed = False
         if gateway.invoker.api_host is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, IPvAnyNetwork, ValidationInfo, field_validator, model_validator
 
 from owx.platform.types import RESULT_BYTES
 
@@ -63,6 +63,9 @@ class GatewaySettings(BaseModel):
                                        "(a benchmark control)")
     loop_runs: bool = Field(True, description="an activation a warm container can take runs from the event loop "
                             "(no thread); off, every activation runs on a worker thread (a benchmark control)")
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        [], description="proxies in front of owx (addresses or networks) whose X-Forwarded-For names the client: "
+        "a request through them takes turns by that client's address, not the proxy's")
     unknown_turn_by_address: bool = Field(True, description="callers whose key is not known yet (read from "
                                           "the store) take turns by client address (an IPv6 one's /64), so that "
                                           "one address's flood of made-up keys queues none of another's; off, they "

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from owx.gateway import identity
+from owx.gateway import server as server_module
 from owx.gateway.admin.users import Users
 from owx.gateway.http.fair_pool import SHARED, FairPool
 from owx.gateway.http.messages import Request
@@ -281,6 +282,28 @@ def test_callers_the_store_must_look_up_take_turns_by_their_address_all_in_one_s
     assert unknown_turn(("192.0.2.7", 1), by_address=False) == SHARED  # the benchmark's control
     assert {share_of(unknown_turn((host, 1))) for host in ("192.0.2.7", "2001:db8::1")} == {SHARED}  # one cap for all
     assert share_of(WEB_TURN + "ns") == share_of("ns") == "ns"
+
+
+def test_behind_a_trusted_proxy_callers_take_turns_by_the_address_it_names(tmp_path, monkeypatch) -> None:
+    """A gateway behind a load balancer: a caller the store must look up waits in the turn of the
+    client address the balancer's X-Forwarded-For names, so one client's flood queues only its own
+    requests; a caller that is not the balancer cannot choose its turn by naming an address."""
+    turns: list[str] = []
+
+    def noted_turn(auth, request, by_address=True):  # type: ignore[no-untyped-def]
+        turns.append(request_turn(auth, request, by_address))
+        return turns[-1]
+
+    monkeypatch.setattr(server_module, "request_turn", noted_turn)
+    server, running = start_gateway(tmp_path, gateway={"trusted_proxies": ["127.0.0.1/32"]})
+    try:
+        for peer, turn in (("127.0.0.1", UNKNOWN_TURN + "198.51.100.7"), ("127.0.0.2", UNKNOWN_TURN + "127.0.0.2")):
+            made_up = header(f"made-up-{uuid.uuid4().hex}:nothing")
+            answer = from_address(requests.Session(), peer).get(
+                running.api("actions"), headers={"Authorization": made_up, "X-Forwarded-For": "198.51.100.7"})
+            assert answer.status_code == 401 and turns[-1] == turn
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize(("method", "path", "victims_status"), [("GET", "actions", 200),  # a Flask view

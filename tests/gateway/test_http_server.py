@@ -9,10 +9,12 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from ipaddress import ip_network
 
 import pytest
 
 from owx.common.eventloop import EventLoopThread
+from owx.gateway.http.forwarded import TrustedProxies
 from owx.gateway.http.messages import Request, Response, json_response
 from owx.gateway.http.protocol import Connections, HttpConnection, Limits
 
@@ -33,13 +35,15 @@ async def _handler(request: Request) -> Response:
         return Response(int(path.rsplit("/", 1)[1]), b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno", [])
     if path.startswith("/big/"):
         return Response(200, b"x" * int(path.rsplit("/", 1)[1]), [])
+    if path == "/client":
+        return json_response({"client": request.client[0] if request.client else None})
     return json_response({"method": request.method, "path": path, "query": request.query.decode(),
                           "body": request.body.decode(), "auth": request.header(b"authorization")})
 
 
-def _serve(limits: Limits) -> Iterator[tuple[str, int]]:
+def _serve(limits: Limits, proxies: TrustedProxies | None = None) -> Iterator[tuple[str, int]]:
     loop = EventLoopThread("test-http-loop")
-    connections = Connections(limits)
+    connections = Connections(limits, proxies)
 
     async def start() -> asyncio.base_events.Server:
         return await asyncio.get_running_loop().create_server(
@@ -60,6 +64,12 @@ def server() -> Iterator[tuple[str, int]]:
 def tight_server() -> Iterator[tuple[str, int]]:
     """A server whose connections together may be 4 and hold 3,000 bytes of bodies."""
     yield from _serve(Limits(max_body_bytes=1000, idle_timeout_s=10.0, max_connections=4, max_held_body_bytes=3000))
+
+
+@pytest.fixture(scope="module")
+def proxied_server() -> Iterator[tuple[str, int]]:
+    """A server behind proxies at 127.0.0.1 and 127.0.0.3."""
+    yield from _serve(LIMITS, TrustedProxies([ip_network("127.0.0.1/32"), ip_network("127.0.0.3/32")]))
 
 
 def _connect(server: tuple[str, int], peer: str = "127.0.0.1") -> socket.socket:
@@ -398,3 +408,21 @@ def test_an_http_1_1_request_without_one_host_header_is_400(server, hosts) -> No
         [(status, _, body)] = _read_answers(sock, 1)
         assert status == 400 and "Host header" in json.loads(body)["error"]
         assert _closed(sock)
+
+
+@pytest.mark.parametrize(("peer", "forwarded", "client"), [
+    ("127.0.0.1", ["198.51.100.7"], "198.51.100.7"),  # through the trusted proxy
+    ("127.0.0.1", ["203.0.113.9, 198.51.100.7"], "198.51.100.7"),  # what the client wrote itself is left of it
+    ("127.0.0.1", ["198.51.100.7, 127.0.0.3"], "198.51.100.7"),  # through two trusted proxies
+    ("127.0.0.1", ["198.51.100.7", "[2001:db8::5]"], "2001:db8::5"),  # two header lines are one list
+    ("127.0.0.1", ["not-an-address"], "127.0.0.1"),  # unreadable: the proxy itself
+    ("127.0.0.1", [], "127.0.0.1"),  # no header: the proxy's own request
+    ("127.0.0.2", ["198.51.100.7"], "127.0.0.2"),  # not a proxy: what it claims is not read
+])
+def test_a_trusted_proxys_requests_come_from_the_client_it_names(proxied_server, peer, forwarded, client) -> None:
+    headers = "".join(f"X-Forwarded-For: {value}\r\n" for value in forwarded)
+    with _connect(proxied_server, peer) as sock:
+        for _ in range(2):  # each request of a kept connection names its own
+            sock.sendall(f"GET /client HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+            [(status, _, body)] = _read_answers(sock, 1)
+            assert status == 200 and json.loads(body) == {"client": client}

@@ -56,6 +56,7 @@ import httptools
 
 from owx.common.eventloop import BusyPoll
 from owx.gateway.errors import ENTITY_TOO_BIG, INTERNAL
+from owx.gateway.http.forwarded import TrustedProxies
 from owx.gateway.http.messages import Request, Response, error_response, header_lines
 
 log = logging.getLogger(__name__)
@@ -107,8 +108,9 @@ def peer_of(address: object) -> str:
 class Connections:
     """The open connections of one server, and the request bodies they hold, by peer."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, proxies: TrustedProxies | None = None) -> None:
         self.open: set[HttpConnection] = set()
+        self.proxies = proxies  # whose connections name their client (X-Forwarded-For)
         self._limits = limits
         self.held_body_bytes = 0
         self._connections_of: Counter[str] = Counter()
@@ -199,6 +201,7 @@ class HttpConnection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._client: tuple[str, int] | None = None
+        self._proxy: TrustedProxies | None = None  # set for a trusted proxy's: each request names its client
         self.peer = ""  # see peer_of
         self._server: tuple[str, int] = ("", 0)
         self._queue: deque[tuple[Request, bool]] = deque()  # (request, keep the connection alive after it)
@@ -227,6 +230,9 @@ class HttpConnection(asyncio.Protocol):
             transport.abort()  # type: ignore[attr-defined]
             return
         self._client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
+        proxies = self._connections.proxies
+        if proxies is not None and self._client is not None and proxies.trusts(self._client[0]):
+            self._proxy = proxies
         self._server = (str(sock[0]), int(sock[1])) if isinstance(sock, tuple) else ("localhost", 0)
         self._arm_idle()
 
@@ -395,7 +401,8 @@ class HttpConnection(asyncio.Protocol):
             query=(url.query or b"") if url is not None else b"",
             raw_headers=self._headers,
             body=b"".join(self._body),
-            client=self._client,
+            client=self._client if self._proxy is None or self._client is None
+            else self._proxy.client(self._client, self._headers),
             server=self._server,
             scheme=self._scheme,
             http_version=self._parser.get_http_version(),
