@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from owx.gateway.stores import ActivationStore, InvalidInput, StoreUnavailable
+from owx.gateway.stores import ActivationStore, InvalidInput, StoreUnavailable, retention
 from owx.gateway.stores.activation_log import ActivationLog
 from owx.gateway.stores.activations import to_row
 from owx.gateway.stores.couch import DOCUMENT_MARGIN_BYTES, LOGS_CUT, CouchActivationStore
@@ -279,6 +279,41 @@ def test_a_namespace_keeps_its_newest_records_within_its_bound_and_others_keep_t
         assert unbounded.count("flood") == 500
     finally:
         unbounded.close()
+
+
+def test_a_namespace_past_its_bound_is_trimmed_a_chunk_per_commit_and_never_holds_more(tmp_path, monkeypatch) -> None:
+    """Trimming a namespace's oldest tenth at once held the store's one writer for seconds at the
+    default bound (every tenant's activation lists waited for it). Each commit now deletes at most
+    ``TRIM_ROWS`` records beyond what its own batch added, and after every commit the namespace
+    still holds no more than its bound; commits go on trimming it, others' included, to 90%."""
+    monkeypatch.setattr(retention, "TRIM_ROWS", 4)
+    bound = 400_000  # about 170 records of 2.3 KB: a tenth is 17 records, more than a chunk of 4
+    store = SQLiteActivationStore(tmp_path / "a.db", tmp_path / "log", max_namespace_bytes=bound)
+    try:
+        def held() -> tuple[int, int]:
+            kept = store.list("flood", limit=0, docs=True)
+            return len(kept), sum(len(encode_doc(r).encode()) for r in kept)
+
+        for start in range(160):  # under the bound, in one batch
+            store.put(activation("flood", "f", start, logs=["x" * 2000]))
+        store.flush(30)
+        count, size = held()
+        for start in range(160, 200):  # one record per commit, until one crosses the bound
+            store.put(activation("flood", "f", start, logs=["x" * 2000]))
+            store.flush(30)
+            before, (count, size) = count, held()
+            assert size <= bound
+            assert before + 1 - count <= 4 + 1, "more than a chunk deleted in one commit"
+            if count <= before:
+                break
+        assert count <= before and size > 0.9 * bound  # trimmed, by a chunk
+        for start in range(20):  # another namespace's commits carry the trim on
+            store.put(activation("quiet", "q", start))
+            store.flush(30)
+        assert held()[1] <= 0.9 * bound
+        assert store.count("quiet") == 20
+    finally:
+        store.close()
 
 
 def test_records_an_older_version_stored_are_counted_against_the_bound(tmp_path) -> None:

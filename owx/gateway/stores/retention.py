@@ -8,20 +8,39 @@ records of its web actions' outside callers go first (``outsider``: without a ke
 namespace's): anyone may call a web action, and a flood of such calls made the owner lose the
 records of its own invocations. Each record's size is kept in its row (``size``) and indexed
 with its age, so finding the oldest to delete reads no record.
+
+A trim goes a chunk per commit of the store's one writer thread: at most ``TRIM_ROWS`` records
+beyond the bytes the commit's own batch added to the namespace (so it never holds more than its
+bound after a commit), chosen and deleted by two statements. Deleting a tenant's 10% at once took
+the writer seconds at the default bound (190,000 small records), while every tenant's activation
+lists waited for it and each row read handed the interpreter lock to the event loop and back.
+The bytes each namespace holds are counted as batches commit, exactly: a batch holding records
+the database had (replayed from the activation log after a restart) has its namespaces counted
+again, and a batch that does not commit changes no count.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-
-from owx.gateway.stores.activations import ActivationRow
+from dataclasses import dataclass, field
 
 KEPT_AFTER_TRIM = 0.9  # of the bound
 _TRIM_ORDER_INDEX = ("CREATE INDEX IF NOT EXISTS activations_by_trim_order "
            "ON activations (namespace, outsider DESC, start, activation_id, size)")
 _OLD_INDEXES = ("activations_by_age",)  # of older versions, replaced by the one above
-_DELETE_CHUNK = 500
+TRIM_ROWS = 250  # records a commit deletes at most beyond what offsets its own batch (about 15 ms here)
+_DOOMED = """
+WITH doomed AS (
+  SELECT activation_id, size FROM (
+    SELECT activation_id, size,
+           sum(size) OVER (ORDER BY outsider DESC, start, activation_id ROWS UNBOUNDED PRECEDING) - size AS before
+    FROM (SELECT activation_id, size, outsider, start FROM activations WHERE namespace = ?1
+          ORDER BY outsider DESC, start, activation_id LIMIT ?2))
+  WHERE before < ?3)
+"""  # the oldest of ?1's first ?2 records in trimming order, as many as free ?3 bytes
+_COUNT_DOOMED = _DOOMED + "SELECT count(*), coalesce(sum(size), 0) FROM doomed"
+_DELETE_DOOMED = _DOOMED + "DELETE FROM activations WHERE activation_id IN (SELECT activation_id FROM doomed)"
 
 
 def add_columns(conn: sqlite3.Connection, indexed: bool) -> None:
@@ -40,46 +59,64 @@ def add_columns(conn: sqlite3.Connection, indexed: bool) -> None:
         conn.execute(_TRIM_ORDER_INDEX)
 
 
+@dataclass
+class Trimmed:
+    """What a batch's transaction did to the namespaces' bytes; the counts once it commits."""
+
+    held: dict[str, int] = field(default_factory=dict)  # bytes of the namespaces the batch touched or trimmed
+    trimming: set[str] = field(default_factory=set)  # namespaces still above KEPT_AFTER_TRIM of the bound
+    deleted: int = 0  # records deleted
+
+
 class NamespaceBound:
-    """The bytes of records each namespace holds (kept up to date by the store's one writer thread),
-    and the trimming of a namespace past ``max_bytes``."""
+    """The bytes of records each namespace holds, and the trimming of a namespace past ``max_bytes``
+    (used by the store's one writer thread)."""
 
     def __init__(self, conn: sqlite3.Connection, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._held: dict[str, int] = dict(
             conn.execute("SELECT namespace, sum(size) FROM activations GROUP BY namespace").fetchall())
+        self._trimming = {namespace for namespace, held in self._held.items() if held > max_bytes}
 
-    def added(self, rows: Iterable[tuple[ActivationRow, int]]) -> list[str]:
-        """Count committed ``(row, size)``s in; the namespaces that may now be past the bound (a row
-        the store already had, replayed after a restart, is counted again: `trim` counts exactly)."""
-        touched = set()
-        for row, size in rows:
-            self._held[row.namespace] = self._held.get(row.namespace, 0) + size
-            touched.add(row.namespace)
-        return [namespace for namespace in touched if self._held[namespace] > self.max_bytes]
+    def trim(self, conn: sqlite3.Connection, added: dict[str, int], recount: Iterable[str] = ()) -> Trimmed:
+        """In a batch's transaction, after its records are inserted: ``added`` bytes by namespace
+        (``recount``: namespaces whose batch held records the database had, counted afresh). Each
+        namespace past the bound, or still trimming, loses its oldest records: those that offset
+        what the batch added to it, and up to ``TRIM_ROWS`` more, until it holds ``KEPT_AFTER_TRIM``
+        of the bound. Give the result to :meth:`settle` once the transaction commits."""
+        done = Trimmed({namespace: self._held.get(namespace, 0) + size for namespace, size in added.items()},
+                       set(self._trimming))
+        if recounted := list(recount):
+            done.held.update(conn.execute(
+                f"SELECT namespace, sum(size) FROM activations WHERE namespace IN ({', '.join('?' * len(recounted))}) "
+                "GROUP BY namespace", recounted).fetchall())
+        done.trimming.update(namespace for namespace, held in done.held.items() if held > self.max_bytes)
+        kept = int(self.max_bytes * KEPT_AFTER_TRIM)
+        for namespace in sorted(done.trimming):
+            held = done.held.get(namespace, self._held.get(namespace, 0))
+            records, freed = _delete_oldest(conn, namespace, held - kept, added.get(namespace, 0))
+            done.held[namespace], done.deleted = held - freed, done.deleted + records
+            if held - freed <= kept or records == 0:
+                done.trimming.discard(namespace)
+        return done
 
-    def trim(self, conn: sqlite3.Connection, namespace: str) -> int:
-        """Delete ``namespace``'s oldest records, its outside callers' first, until it holds
-        ``KEPT_AFTER_TRIM`` of the bound (the caller's transaction); the records deleted."""
-        (held,) = conn.execute("SELECT coalesce(sum(size), 0) FROM activations WHERE namespace=?",
-                               (namespace,)).fetchone()
-        self._held[namespace] = held
-        if held <= self.max_bytes:
-            return 0
-        excess = held - int(self.max_bytes * KEPT_AFTER_TRIM)
-        doomed, freed = [], 0
-        cursor = conn.execute("SELECT activation_id, size FROM activations WHERE namespace=? "
-                              "ORDER BY outsider DESC, start, activation_id", (namespace,))
-        try:
-            for activation_id, size in cursor:
-                if freed >= excess:
-                    break
-                doomed.append(activation_id)
-                freed += size
-        finally:
-            cursor.close()
-        for first in range(0, len(doomed), _DELETE_CHUNK):
-            chunk = doomed[first:first + _DELETE_CHUNK]
-            conn.execute(f"DELETE FROM activations WHERE activation_id IN ({', '.join('?' * len(chunk))})", chunk)
-        self._held[namespace] -= freed
-        return len(doomed)
+    def settle(self, done: Trimmed) -> None:
+        """The batch of ``done`` committed: its counts are the namespaces' from now on."""
+        self._held.update(done.held)
+        self._trimming = done.trimming
+
+
+def _delete_oldest(conn: sqlite3.Connection, namespace: str, excess: int, offset: int) -> tuple[int, int]:
+    """Delete ``namespace``'s oldest records (its outside callers' first): up to ``TRIM_ROWS`` within
+    ``excess`` bytes, more while fewer than ``offset`` bytes (a batch's) are freed; (records, bytes)."""
+    records = freed = 0
+    while freed < excess:
+        params = (namespace, TRIM_ROWS, excess - freed)
+        count, size = conn.execute(_COUNT_DOOMED, params).fetchone()
+        if not count:
+            break
+        conn.execute(_DELETE_DOOMED, params)
+        records, freed = records + count, freed + size
+        if freed >= min(excess, offset):
+            break
+    return records, freed

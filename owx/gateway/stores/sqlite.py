@@ -340,13 +340,20 @@ class SQLiteActivationStore(WrittenBehind):
         sizes = [len(r.text.encode()) for r in records]
         values = [field for r, size in zip(records, sizes)
                   for field in (r.activation_id, r.namespace, r.name, r.start, r.text, size, r.outsider)]
-        with _sqlite_errors(self._db.path), _transaction(self._write_conn):
+        conn, trimmed = self._write_conn, None
+        with _sqlite_errors(self._db.path), _transaction(conn):
+            changes_before = conn.total_changes
             for first in range(0, len(records), ROWS_PER_STATEMENT):
                 rows = min(ROWS_PER_STATEMENT, len(records) - first)
-                self._write_conn.execute(_insert_rows(rows), values[first * 7:(first + rows) * 7])
+                conn.execute(_insert_rows(rows), values[first * 7:(first + rows) * 7])
             if self._bound is not None:
-                for namespace in self._bound.added(zip(records, sizes)):
-                    self._bound.trim(self._write_conn, namespace)
+                added: dict[str, int] = {}
+                for record, size in zip(records, sizes):
+                    added[record.namespace] = added.get(record.namespace, 0) + size
+                replayed = conn.total_changes - changes_before < len(records)  # some were in the database
+                trimmed = self._bound.trim(conn, added, recount=added if replayed else ())
+        if trimmed is not None:
+            self._bound.settle(trimmed)
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
         with self._lock, _sqlite_errors(self._db.path):
