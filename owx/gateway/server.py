@@ -20,7 +20,6 @@ import asyncio
 import logging
 import signal
 import socket
-import ssl
 import threading
 from urllib.parse import urlsplit
 
@@ -133,9 +132,10 @@ class GatewayServer:
         if self._https is not None and self._tls is not None:
             plain = plain_to_https(self.tls_url or "")
             self._servers.append(HttpsListener(
-                self._https, _tls_context(self._tls),
+                self._https, self._tls.server_context(),
                 lambda: HttpConnection(api, limits, "https", self._connections),
-                lambda: HttpConnection(plain, limits, "http", self._connections), BACKLOG))
+                lambda: HttpConnection(plain, limits, "http", self._connections), BACKLOG,
+                max_pending=limits.max_connections // 4))
         self._servers.append(await loop.create_unix_server(
             lambda: HttpConnection(admin, limits, "http", self._connections), sock=self._admin_socket))
 
@@ -158,12 +158,6 @@ class GatewayServer:
             await asyncio.sleep(0.02)
         for connection in list(self._connections.open):
             connection.abort()
-
-
-def _tls_context(tls: TlsFiles) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(str(tls.cert), str(tls.key))
-    return context
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -12,6 +12,7 @@ import datetime
 import ipaddress
 import os
 import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,12 @@ class TlsFiles:
     cert: Path
     key: Path
     ca: Path | None = None
+
+    def server_context(self) -> ssl.SSLContext:
+        """A TLS server context presenting this certificate."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(self.cert), str(self.key))
+        return context
 
 
 def self_signed(data_dir: Path, host: str) -> TlsFiles:

@@ -14,7 +14,12 @@ import pytest
 import requests
 
 from owx.bench.gateway_process import GatewayProcess, start_gateway_process
+from owx.common.eventloop import EventLoopThread
+from owx.gateway.http.https_listener import HttpsListener
+from owx.gateway.http.messages import Request, Response, json_response
+from owx.gateway.http.protocol import Connections, HttpConnection, Limits
 from owx.gateway.sdk import Client
+from owx.gateway.tls import self_signed
 
 NPM_DIR = Path(__file__).resolve().parents[1] / "npm"
 FLOW = Path(__file__).with_name("npm_client_flow.js")
@@ -94,6 +99,44 @@ def test_plain_http_to_the_https_port_gets_a_400_naming_the_https_url(gateway: G
         assert secure.json() == ["guest"]
         silent.shutdown(socket.SHUT_WR)
         assert silent.recv(1) == b""  # closed once it closes its side, nothing written
+
+
+def test_connections_that_send_nothing_to_the_https_port_hold_no_more_than_its_pending_bound(tmp_path) -> None:
+    """Before its first byte and handshake a connection is counted by no connection limit: clients
+    that connect and send nothing took a descriptor each for a minute, as many as they opened, until
+    the gateway had none left for anyone. At most ``max_pending`` wait now, the oldest closed for a
+    new one, and a client that speaks is served."""
+    tls = self_signed(tmp_path, "127.0.0.1")
+    loop = EventLoopThread("test-https-listener")
+    listening = socket.create_server(("127.0.0.1", 0))
+
+    async def start() -> HttpsListener:
+        connections = Connections(Limits())
+        return HttpsListener(listening, tls.server_context(),
+                             lambda: HttpConnection(_ok, Limits(), "https", connections),
+                             lambda: HttpConnection(_ok, Limits(), "http", connections), 64, max_pending=8)
+
+    listener = loop.submit(start()).result(10)
+    port = listening.getsockname()[1]
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(12)]
+    try:
+        for oldest in silent[:4]:  # closed for the newer ones
+            assert oldest.recv(1) == b""
+        for newer in silent[4:]:  # still waiting for their first byte
+            newer.settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                newer.recv(1)
+        answer = requests.get(f"https://127.0.0.1:{port}/", verify=str(tls.ca), timeout=10)
+        assert answer.status_code == 200 and answer.json() == {"ok": True}
+    finally:
+        for sock in silent:
+            sock.close()
+        loop.call(listener.close)
+        loop.close()
+
+
+async def _ok(_request: Request) -> Response:
+    return json_response({"ok": True})
 
 
 def test_a_second_owx_up_on_the_data_dir_is_refused_without_touching_the_running_ones_certificate(

@@ -5,6 +5,11 @@ command) would otherwise see its connection closed without a word by the failed 
 listener peeks at each connection's first byte: a TLS handshake record (``0x16``) is served over
 TLS as before; anything else is read as HTTP and every request on it gets OpenWhisk's error body
 with a 400 that names the HTTPS URL, as nginx in front of OpenWhisk answers such a request.
+
+Until a connection is handed to its protocol (its first byte and TLS handshake, up to
+``FIRST_BYTE_TIMEOUT_S``) it holds a descriptor that no connection limit counts: at most
+``max_pending`` do, the oldest closed for a new one, so that clients that connect and send nothing
+cannot take the descriptors every tenant's requests, runtimes and stores need.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ class HttpsListener:
     plain ones with ``plain_factory`` (an HTTP connection whose handler is :func:`plain_to_https`)."""
 
     def __init__(self, sock: socket.socket, context: ssl.SSLContext, protocol_factory: Callable[[], asyncio.Protocol],
-                 plain_factory: Callable[[], asyncio.Protocol], backlog: int) -> None:
+                 plain_factory: Callable[[], asyncio.Protocol], backlog: int, max_pending: int) -> None:
         self._sock = sock
         self._context = context
         self._protocol_factory = protocol_factory
         self._plain_factory = plain_factory
-        self._pending: set[asyncio.Task[None]] = set()
+        self._max_pending = max(1, max_pending)
+        self._pending: dict[asyncio.Task[None], socket.socket | None] = {}  # oldest first; the socket until it runs
         sock.setblocking(False)
         sock.listen(backlog)
         self._accepting = asyncio.get_running_loop().create_task(self._accept())
@@ -44,8 +50,8 @@ class HttpsListener:
     def close(self) -> None:
         """Stop accepting; connections not yet handed to their protocol are closed."""
         self._accepting.cancel()
-        for task in list(self._pending):
-            task.cancel()
+        while self._pending:
+            self._close_oldest()
         self._sock.close()
 
     async def _accept(self) -> None:
@@ -57,12 +63,23 @@ class HttpsListener:
                 log.warning("the HTTPS listener could not accept a connection: %s", exc)
                 await asyncio.sleep(ACCEPT_PAUSE_S)
                 continue
+            if len(self._pending) >= self._max_pending:
+                self._close_oldest()
             task = loop.create_task(self._serve(connection))
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
+            self._pending[task] = connection
+            task.add_done_callback(lambda done: self._pending.pop(done, None))
+
+    def _close_oldest(self) -> None:
+        task, unstarted = next(iter(self._pending.items()))
+        del self._pending[task]
+        task.cancel()  # a started task closes its connection
+        if unstarted is not None:  # one cancelled before its first step never runs: closed here
+            unstarted.close()
 
     async def _serve(self, connection: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        if (task := asyncio.current_task()) in self._pending:
+            self._pending[task] = None  # started: it closes the connection itself
         try:
             first = await asyncio.wait_for(_peek(loop, connection), FIRST_BYTE_TIMEOUT_S)
             if first is None:
