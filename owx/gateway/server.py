@@ -35,6 +35,7 @@ from owx.gateway.http.wsgi import WsgiBridge
 from owx.gateway.service import Gateway
 from owx.gateway.tls import TlsFiles
 from owx.gateway.turns import request_turn, share_of
+from owx.gateway.write_budget import refuse_unpaid
 
 log = logging.getLogger(__name__)
 LISTENER_GRACE_S = 2.0
@@ -64,7 +65,8 @@ class GatewayServer:
         self._https = _bind(host, tls_port) if tls is not None else None
         self._admin_socket = bind_admin_socket(gateway.settings.data_dir)
         self._servers: list[asyncio.base_events.Server | HttpsListener] = []
-        self._connections = Connections(LIMITS, TrustedProxies(http.trusted_proxies) if http.trusted_proxies else None)
+        self._connections = Connections(LIMITS, TrustedProxies(http.trusted_proxies) if http.trusted_proxies else None,
+                                        refuse_unpaid(gateway.auth, gateway.entity_writes))
         self._stopped = threading.Event()
         self._closed = False
         if gateway.invoker.api_host is None:

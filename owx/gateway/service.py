@@ -14,10 +14,12 @@ from owx.gateway.catalog import Catalog
 from owx.gateway.extensions import Extension
 from owx.gateway.identity import Authenticator, Identity
 from owx.gateway.metrics import GatewayMetrics
+from owx.gateway.models import MB
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.invoke import Invoker
 from owx.gateway.reactive.service import Reactive
 from owx.gateway.stores import ActivationStore, EntityStore, open_stores
+from owx.gateway.write_budget import WriteBudget
 from owx.platform import Platform, open_platform
 from owx.settings import Settings
 
@@ -39,6 +41,7 @@ class Gateway:
         self.accounts = StoredAccounts(entities, platform.accounts, settings.upstream.accounts, running=True)
         self.catalog = Catalog(entities, settings.limits, platform)
         self.throttle = Throttle(settings.gateway.invocations_per_minute, settings.gateway.concurrent_invocations)
+        self.entity_writes = WriteBudget(settings.gateway.entity_write_mb_per_minute * MB)
         self.invoker = Invoker(settings, self.catalog, activations, platform, self.throttle, loop)
         self.reactive = Reactive(self)
         self.metrics: GatewayMetrics | None = None  # made in open(), once the extensions are attached

@@ -87,6 +87,9 @@ class GatewaySettings(BaseModel):
     entity_mb_per_namespace: int = Field(1024, ge=0, description="what a namespace's actions, packages, triggers "
                                          "and rules may take together, as stored JSON (a write past it: 403); "
                                          "0: no bound")
+    entity_write_mb_per_minute: int = Field(256, ge=0, description="the bytes of entity documents (actions' code "
+                                            "above all) a namespace may send per minute, refilled evenly (a body past "
+                                            "it: 429, not parsed): the gateway's one interpreter parses each; 0: any")
     activation_mb_per_namespace: int = Field(1024, ge=0, description="the activation records a namespace keeps in "
                                              "the SQLite store, its newest (past it, its oldest are deleted: see "
                                              "owx.gateway.stores.retention); 0: all. A CouchDB's retention is "

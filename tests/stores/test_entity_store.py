@@ -17,6 +17,7 @@ from owx.gateway.stores import (
     InvalidInput,
     QuotaExceeded,
 )
+from owx.gateway.stores.sqlite import SQLiteEntityStore
 from tests.stores.conftest import Backend
 
 ODD_NAMES = [
@@ -280,3 +281,37 @@ def test_a_namespaces_entities_take_at_most_its_bound_and_others_are_untouched(b
     again.close()
     unbounded = backend.entities()
     unbounded.put("flood", "actions", "a5", doc, None)  # the control: without a bound it goes
+
+
+def test_sqlite_reads_do_not_wait_for_a_write_nor_one_namespaces_writes_for_anothers(tmp_path) -> None:
+    """One tenant overwriting 12 MB actions in a loop made every tenant's reads and key lookups wait
+    behind its writes (one lock for both), and its queued writes ahead of another's. A read takes a
+    connection of its own; writes take turns by namespace."""
+    store = SQLiteEntityStore(tmp_path / "owx.db")
+    store.put("victim", "actions", "small", {"exec": {"code": "x"}}, None)
+    big = {"exec": {"code": "#" + "x" * (12 << 20)}}
+    written, current_rev = [], store._current_rev
+
+    def noted(key):  # type: ignore[no-untyped-def]  # called inside the write lock: the order writes go in
+        written.append(key[0])
+        return current_rev(key)
+
+    store._current_rev = noted  # type: ignore[method-assign]
+    with store._writes.hold("attacker"):  # a write of the attacker's in progress
+        read = ThreadPoolExecutor(1).submit(lambda: store.list("victim", "actions"))
+        assert [e.name for e in read.result(5)] == ["small"]  # not held behind it
+        queued = [threading.Thread(target=store.put, args=("attacker", "actions", f"big{i}", big, None))
+                  for i in range(3)]
+        for thread in queued:
+            thread.start()
+        while sum(len(t) for t in store._writes._waiting.values()) < 3:
+            time.sleep(0.005)
+        victims = ThreadPoolExecutor(1).submit(store.put, "victim", "actions", "second", {"exec": {"code": "y"}}, None)
+        while sum(len(t) for t in store._writes._waiting.values()) < 4:
+            time.sleep(0.005)
+    victims.result(30)
+    for thread in queued:
+        thread.join(30)
+    assert written == ["attacker", "victim", "attacker", "attacker"]  # after one of the three queued before it
+    assert store.count("attacker", "actions") == 3
+    store.close()

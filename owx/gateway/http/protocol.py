@@ -10,7 +10,9 @@ What a connection guarantees, whatever the client sends:
 
 - a request is handed over only once it is whole; its head is at most ``max_head_bytes`` (431
   otherwise) and its body at most ``max_body_bytes`` (413, before the body is read when
-  ``Content-Length`` says so); malformed bytes get a 400; each of these closes the connection;
+  ``Content-Length`` says so); malformed bytes get a 400; a body over ``EARLY_REFUSAL_BYTES`` that
+  the server's ``refuse_early`` refuses (an entity write its caller's budget cannot pay) is
+  answered before it is read; each of these closes the connection;
 - answers leave in the order requests came (pipelining), one request is handled at a time (a
   handler that answers early, :meth:`Request.answer`, lets the next one start while it goes on),
   and reading pauses while requests queue up behind it;
@@ -62,6 +64,10 @@ from owx.gateway.http.messages import Request, Response, error_response, header_
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response | None]]  # None: it answered through Request.answer
+# (method, request target, Authorization, body bytes) of a request whose head is read -> (status, message) to
+# answer it with before its body is read, or None; on the event loop, so without I/O
+EarlyRefusal = Callable[[bytes, bytes, "str | None", int], "tuple[int, str] | None"]
+EARLY_REFUSAL_BYTES = 1024 * 1024  # smaller bodies are read whatever: cheaper than asking
 MAX_QUEUED = 8  # pipelined requests read ahead of the one being handled
 PARSE_SLICE = 4096  # bytes parsed at a time once a read is larger (MAX_QUEUED is looked at between slices)
 BODY_COPIED_BYTES = 256 * 1024  # a larger body is written apart from its head, not copied behind it
@@ -108,9 +114,11 @@ def peer_of(address: object) -> str:
 class Connections:
     """The open connections of one server, and the request bodies they hold, by peer."""
 
-    def __init__(self, limits: Limits, proxies: TrustedProxies | None = None) -> None:
+    def __init__(self, limits: Limits, proxies: TrustedProxies | None = None,
+                 refuse_early: EarlyRefusal | None = None) -> None:
         self.open: set[HttpConnection] = set()
         self.proxies = proxies  # whose connections name their client (X-Forwarded-For)
+        self.refuse_early = refuse_early  # asked about each request whose body is over EARLY_REFUSAL_BYTES
         self._limits = limits
         self.held_body_bytes = 0
         self._connections_of: Counter[str] = Counter()
@@ -374,6 +382,13 @@ class HttpConnection(asyncio.Protocol):
             self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size=int(length),
                                                    allowed=self._limits.max_body_bytes))
             raise httptools.HttpParserCallbackError("body too big")
+        if length is not None and length.strip().isdigit() and int(length) > EARLY_REFUSAL_BYTES \
+                and self._connections.refuse_early is not None:
+            authorization = None if self._authorization is None else self._authorization.decode("latin-1")
+            refusal = self._connections.refuse_early(self._parser.get_method(), self._url, authorization, int(length))
+            if refusal is not None:  # answered before the body is read, which then closes the connection
+                self._refuse(*refusal)
+                raise httptools.HttpParserCallbackError("refused before its body")
         if self._expects and not self._busy and not self._queue and self._transport is not None:
             self._transport.write(_CONTINUE)
 

@@ -44,6 +44,7 @@ from owx.gateway.stores.validation import (
     encode_doc,
     is_valid_rev,
 )
+from owx.gateway.stores.turn_lock import TurnLock
 from owx.gateway.stores.writebehind import WriterOptions, WrittenBehind
 
 _ENTITY_SCHEMA = """
@@ -55,6 +56,7 @@ CREATE TABLE IF NOT EXISTS entities (
     updated    INTEGER NOT NULL,
     auth_uuid  TEXT,
     doc        TEXT NOT NULL,
+    size       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (namespace, collection, name)
 );
 CREATE INDEX IF NOT EXISTS entities_by_updated ON entities (namespace, collection, updated DESC, name DESC);
@@ -136,24 +138,30 @@ def _next_rev(current: str | None) -> str:
 
 class SQLiteEntityStore:
     """`EntityStore` in one SQLite file, with an exact in-process read cache; a namespace's entities
-    (not its key) take at most ``max_namespace_bytes`` (0: no bound), as their JSON."""
+    (not its key) take at most ``max_namespace_bytes`` (0: no bound), as their JSON.
+
+    Reads go through connections of their own, several at once (the file is in WAL mode): a read
+    waits for no write and for no other read, so one tenant overwriting 12 MB actions in a loop no longer holds every
+    tenant's reads and key lookups; writes take turns by namespace (:class:`TurnLock`). Each row keeps its document's
+    size, so a write counts the bytes it replaces without reading them."""
 
     def __init__(self, path: Path, max_namespace_bytes: int = 0) -> None:
         self._db = _OwnedDatabase(path, _ENTITY_SCHEMA)
         self._conn = self._db.connect()
-        self._lock = threading.Lock()
+        self._writes = TurnLock()  # namespaces take turns
+        self._readers = _ReadConnections(self._db)
         self._closed = False
         self._max_namespace_bytes = max_namespace_bytes
         self._held: dict[str, int] = {}  # bytes of a namespace's entities, once a write looked (under the lock)
         self._cache = EntityCache(ttl_s=None)
+        with _sqlite_errors(path):
+            _add_size_column(self._conn)
         (newest,) = self._query("SELECT COALESCE(MAX(updated), 0) FROM entities", ())[0]
         self._clock = UpdateClock(after=newest)  # keeps list order right even if the clock went back
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
-        with self._lock, _sqlite_errors(self._db.path):
-            if self._closed:
-                raise StoreUnavailable("entity store is closed")
-            return self._conn.execute(sql, args).fetchall()
+        with _sqlite_errors(self._db.path), self._readers.one() as conn:
+            return conn.execute(sql, args).fetchall()
 
     def get(self, namespace: str, collection: str, name: str) -> Entity | None:
         key = check_key(namespace, collection, name)
@@ -173,7 +181,7 @@ class SQLiteEntityStore:
         text = encode_doc(doc)
         uuid = doc.get(AUTH_UUID_FIELD) if collection == AUTH_COLLECTION else None
         bounded = self._max_namespace_bytes and collection != AUTH_COLLECTION
-        with self._lock, _sqlite_errors(self._db.path):
+        with self._writes.hold(key[0]), _sqlite_errors(self._db.path):
             if self._closed:
                 raise StoreUnavailable("entity store is closed")
             with _transaction(self._conn):
@@ -184,8 +192,9 @@ class SQLiteEntityStore:
                     check_quota(self._max_namespace_bytes, key[0], self._held_bytes(key[0]), old, new)
                 new_rev, updated = _next_rev(current), self._clock.next()
                 self._conn.execute(
-                    "INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (*key, new_rev, updated, uuid if isinstance(uuid, str) else None, text),
+                    "INSERT OR REPLACE INTO entities (namespace, collection, name, rev, updated, auth_uuid, doc, size) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*key, new_rev, updated, uuid if isinstance(uuid, str) else None, text, len(text.encode())),
                 )
             if bounded:
                 self._held[key[0]] += new - old
@@ -193,15 +202,15 @@ class SQLiteEntityStore:
         return Entity(*key, new_rev, updated, json.loads(text))
 
     def _size(self, key: tuple[str, str, str]) -> int:
-        row = self._conn.execute("SELECT length(CAST(doc AS BLOB)) FROM entities WHERE namespace=? AND collection=? "
-                                 "AND name=?", key).fetchone()
+        row = self._conn.execute("SELECT size FROM entities WHERE namespace=? AND collection=? AND name=?",
+                                 key).fetchone()
         return row[0] if row else 0
 
     def _held_bytes(self, namespace: str) -> int:
         """Bytes of ``namespace``'s entities (its key aside): summed at its first write, then kept."""
         if namespace not in self._held:
             (self._held[namespace],) = self._conn.execute(
-                "SELECT coalesce(sum(length(CAST(doc AS BLOB))), 0) FROM entities WHERE namespace=? AND collection!=?",
+                "SELECT coalesce(sum(size), 0) FROM entities WHERE namespace=? AND collection!=?",
                 (namespace, AUTH_COLLECTION)).fetchone()
         return self._held[namespace]
 
@@ -213,7 +222,7 @@ class SQLiteEntityStore:
 
     def delete(self, namespace: str, collection: str, name: str, rev: str | None = None) -> bool:
         key = check_key(namespace, collection, name)
-        with self._lock, _sqlite_errors(self._db.path):
+        with self._writes.hold(key[0]), _sqlite_errors(self._db.path):
             if self._closed:
                 raise StoreUnavailable("entity store is closed")
             with _transaction(self._conn):
@@ -269,15 +278,66 @@ class SQLiteEntityStore:
         return entity if entity is not None and entity.doc.get(AUTH_UUID_FIELD) == uuid else None
 
     def close(self) -> None:
-        with self._lock:
+        with self._writes.hold(""):
             if self._closed:
                 return
             self._closed = True
+            self._readers.close()
             self._conn.close()
             self._db.release()
 
 
+class _ReadConnections:
+    """Connections for reads, one per read at a time, up to ``MAX_READERS`` (then a read waits for one)."""
+
+    def __init__(self, db: _OwnedDatabase) -> None:
+        self._db = db
+        self._idle: builtins.list[sqlite3.Connection] = []
+        self._made = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[sqlite3.Connection]:
+        with self._cond:
+            while not self._idle and self._made >= MAX_READERS and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                raise StoreUnavailable("entity store is closed")
+            if self._idle:
+                conn = self._idle.pop()
+            else:
+                conn, self._made = self._db.connect(), self._made + 1
+        try:
+            yield conn
+        finally:
+            with self._cond:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._idle.append(conn)
+                self._cond.notify()
+
+    def close(self) -> None:
+        """Close the idle connections now and the others as their reads end."""
+        with self._cond:
+            self._closed = True
+            for conn in self._idle:
+                conn.close()
+            self._idle.clear()
+            self._cond.notify_all()
+
+
+def _add_size_column(conn: sqlite3.Connection) -> None:
+    """Give a table older versions made its ``size`` column (each document's bytes), once."""
+    if "size" not in {row[1] for row in conn.execute("PRAGMA table_info(entities)")}:
+        with _transaction(conn):
+            conn.execute("ALTER TABLE entities ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
+            conn.execute("UPDATE entities SET size = length(CAST(doc AS BLOB))")
+
+
 ROWS_PER_STATEMENT = 500  # 2,500 parameters, within SQLite's 32,766
+MAX_READERS = 8  # entity reads at once, each with its connection (more wait for one)
 
 
 @functools.lru_cache(maxsize=64)
