@@ -30,6 +30,8 @@ from owx.platform.types import PYTHON_KINDS
 
 RESOLVE_TTL_S = 2.0  # how long an invocation may see an action another gateway changed
 MAX_SEQUENCE_NODES = 10 * MAX_SEQUENCE_LENGTH  # actions and nested sequences looked at per check
+WEB_SECRET = "require-whisk-auth"  # a string or number: what a web action's callers must send
+HIDDEN_SECRET = "[hidden]"  # what other namespaces read instead
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)")
 
 
@@ -77,6 +79,17 @@ def annotation(doc: dict[str, Any], key: str, default: Any = None) -> Any:
         if item.get("key") == key:
             return item.get("value")
     return default
+
+
+def without_web_secret(doc: dict[str, Any]) -> dict[str, Any]:
+    """An action as another namespace reads it (a published package's): the secret its web callers
+    must send (a ``require-whisk-auth`` string or number) is hidden, whoever may read the rest."""
+    annotations = doc.get("annotations") or []
+    if not any(item.get("key") == WEB_SECRET and not isinstance(item.get("value"), bool) for item in annotations):
+        return doc
+    return {**doc, "annotations": [{**item, "value": HIDDEN_SECRET}
+                                   if item.get("key") == WEB_SECRET and not isinstance(item.get("value"), bool)
+                                   else item for item in annotations]}
 
 
 def params_dict(items: list[dict[str, Any]] | None, init: bool | None = None) -> dict[str, Any]:
@@ -289,7 +302,7 @@ class Catalog:
             doc["parameters"] = _inherit(grant.parameters, doc.get("parameters"))
         if not code:
             doc["exec"].pop("code", None)
-        return doc
+        return doc if source[0] == caller else without_web_secret(doc)
 
     @staticmethod
     def _source(path: EntityPath, grant: PackageGrant | None) -> tuple[str, str, str]:
@@ -303,7 +316,8 @@ class Catalog:
         """Actions of the caller's namespace (packaged ones too, as OpenWhisk lists them), or of a
         package the caller may read (a binding lists the bound package's actions)."""
         source_ns, prefix = self._listing(caller, namespace, package)
-        return [self._summary(e) for e in self.store.list(source_ns, ACTIONS, prefix=prefix, skip=skip, limit=limit)]
+        listed = [self._summary(e) for e in self.store.list(source_ns, ACTIONS, prefix=prefix, skip=skip, limit=limit)]
+        return listed if source_ns == caller else [without_web_secret(doc) for doc in listed]
 
     def count_actions(self, caller: str, namespace: str, package: str | None = None) -> int:
         source_ns, prefix = self._listing(caller, namespace, package)
@@ -431,8 +445,10 @@ class Catalog:
         doc = self._present(grant.entity)
         doc["parameters"] = grant.parameters
         actions = self.store.list(grant.source.namespace, ACTIONS, prefix=f"{grant.source.name}/")
-        doc["actions"] = [self._summary(e) for e in actions if annotation(e.doc, "feed") is None]
-        doc["feeds"] = [self._summary(e) for e in actions if annotation(e.doc, "feed") is not None]
+        shown = [self._summary(e) if grant.source.namespace == caller else without_web_secret(self._summary(e))
+                 for e in actions]
+        doc["actions"] = [a for a in shown if annotation(a, "feed") is None]
+        doc["feeds"] = [a for a in shown if annotation(a, "feed") is not None]
         return doc
 
     def list_packages(self, caller: str, namespace: str, skip: int, limit: int) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import requests
 
 from tests.gateway.conftest import RunningGateway
 
@@ -203,3 +204,27 @@ def test_a_shared_action_never_receives_another_tenants_key(tenants):
     assert "provide-api-key" not in {annotation["key"] for annotation in keys["annotations"]}
     assert invoke(http_a, url).json() == {"key": a.auth}
     assert invoke(http_b, url).json() == {"key": None}
+
+
+def test_another_namespace_never_reads_a_web_actions_secret(gateway: RunningGateway):
+    """``require-whisk-auth`` with a secret keeps a web action's callers to those told it; anyone who
+    may read a published package read it too, and then called the action. Other namespaces read it
+    hidden (the action itself, its package, the package's action list); its owner reads it as set."""
+    suffix = uuid.uuid4().hex[:6]
+    a, b = gateway.tenant(f"webowner-{suffix}"), gateway.tenant(f"webreader-{suffix}")
+    http_a, http_b = a.session(), b.session()
+    assert http_a.put(a.api("packages/site"), json={"publish": True}).status_code == 200
+    secured = {"exec": {"kind": "python:3", "code": ECHO},
+               "annotations": [{"key": "web-export", "value": True}, {"key": "require-whisk-auth", "value": "s3cr3t"}]}
+    assert http_a.put(a.api("actions/site/page"), json=secured).status_code == 200
+    seen_by_b = [http_b.get(b.api("actions/site/page", a.namespace)).json(),
+                 *http_b.get(b.api("packages/site", a.namespace)).json()["actions"],
+                 *http_b.get(b.api("actions/site/", a.namespace)).json()]
+    for doc in seen_by_b:
+        assert {"key": "require-whisk-auth", "value": "[hidden]"} in doc["annotations"], doc
+        assert "s3cr3t" not in str(doc)
+    owned = http_a.get(a.api("actions/site/page")).json()
+    assert {"key": "require-whisk-auth", "value": "s3cr3t"} in owned["annotations"]
+    url = f"{gateway.url}/api/v1/web/{a.namespace}/site/page.json"
+    assert requests.get(url, headers={"X-Require-Whisk-Auth": "[hidden]"}).status_code == 401
+    assert requests.get(url, headers={"X-Require-Whisk-Auth": "s3cr3t"}).status_code == 200

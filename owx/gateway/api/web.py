@@ -29,7 +29,7 @@ from flask import Blueprint, Response, g, request
 from owx.gateway import cors, errors
 from owx.gateway.api.invoke import ACTIVATION_HEADER
 from owx.gateway.api.request_args import body_bytes, gateway, json_value
-from owx.gateway.catalog import annotation
+from owx.gateway.catalog import WEB_SECRET, annotation
 from owx.gateway.deferred import Deferred, accepted, defer, json_response
 from owx.gateway.errors import UNAUTHENTICATED, ApiError, bad_request, not_found
 from owx.gateway.identity import Identity
@@ -113,7 +113,7 @@ def web_action(ns: str, package: str, rest: str):
     if request.method == "OPTIONS" and not custom_options:
         return Response(status=200, headers=cors_headers)
     caller = _caller()
-    if not (request.method == "OPTIONS" or _allowed(annotation(resolved.doc, "require-whisk-auth"), caller)):
+    if not (request.method == "OPTIONS" or _allowed(annotation(resolved.doc, WEB_SECRET), caller)):
         raise ApiError(401, UNAUTHENTICATED, cors_headers)
     throttle = service.invoker.throttle  # anyone may call a web action: its owner's rate bounds the bodies parsed
     throttle.check_rate(owner.namespace)
