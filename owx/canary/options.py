@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from owx.common.validation_errors import problems
+
 ANNOTATION = "canary"
 
 CheckpointMode = Literal["explicit", "implicit"]
@@ -54,10 +56,7 @@ def parse_options(value: Any, strict: bool = False) -> CanaryOptions:
     try:
         return CanaryOptions.model_validate(value, strict=strict)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}" for error in exc.errors()
-        )
-        raise BadAnnotation(f"annotation 'canary' is invalid: {problems}") from None
+        raise BadAnnotation(f"annotation 'canary' is invalid: {problems(exc)}") from None
 
 
 def options_of(doc: dict[str, Any]) -> CanaryOptions | None:

@@ -84,12 +84,13 @@ def annotation(doc: dict[str, Any], key: str, default: Any = None) -> Any:
 def without_web_secret(doc: dict[str, Any]) -> dict[str, Any]:
     """An action as another namespace reads it (a published package's): the secret its web callers
     must send (a ``require-whisk-auth`` string or number) is hidden, whoever may read the rest."""
+    def secret(item: dict[str, Any]) -> bool:
+        return item.get("key") == WEB_SECRET and not isinstance(item.get("value"), bool)
+
     annotations = doc.get("annotations") or []
-    if not any(item.get("key") == WEB_SECRET and not isinstance(item.get("value"), bool) for item in annotations):
+    if not any(secret(item) for item in annotations):
         return doc
-    return {**doc, "annotations": [{**item, "value": HIDDEN_SECRET}
-                                   if item.get("key") == WEB_SECRET and not isinstance(item.get("value"), bool)
-                                   else item for item in annotations]}
+    return {**doc, "annotations": [{**item, "value": HIDDEN_SECRET} if secret(item) else item for item in annotations]}
 
 
 def params_dict(items: list[dict[str, Any]] | None, init: bool | None = None) -> dict[str, Any]:

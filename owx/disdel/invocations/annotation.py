@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from owx.common.validation_errors import problems
 from owx.gateway.catalog import annotation
 from owx.gateway.errors import bad_request
 
@@ -52,5 +53,4 @@ def check_action(doc: dict[str, Any]) -> None:
     try:
         Estimated.model_validate(value)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in exc.errors())
-        raise bad_request(f"annotation 'disdel' is invalid: {problems}") from None
+        raise bad_request(f"annotation 'disdel' is invalid: {problems(exc)}") from None

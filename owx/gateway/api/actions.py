@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, listing, model
+from owx.gateway.api.request_args import any_namespace, caller, entity_body, flag, gateway, listing
 from owx.gateway.models import ActionBody
 from owx.gateway.names import check_name, parse_relative
 
@@ -39,7 +39,7 @@ def get_action(ns: str, name: str):
 def put_action(ns: str, name: str):
     """Create an action, or update it with ``overwrite=true`` (absent fields keep their values)."""
     path = parse_relative(any_namespace(ns), name)
-    body = model(ActionBody)
+    body = entity_body(ActionBody)
     return jsonify(gateway().catalog.put_action(caller().namespace, path, body, overwrite=flag("overwrite")))
 
 

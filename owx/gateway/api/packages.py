@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import any_namespace, caller, flag, gateway, listing, model
+from owx.gateway.api.request_args import any_namespace, caller, entity_body, flag, gateway, listing
 from owx.gateway.models import PackageBody
 from owx.gateway.names import check_name
 
@@ -32,7 +32,7 @@ def get_package(ns: str, name: str):
 def put_package(ns: str, name: str):
     """Create a package or binding, or update it with ``overwrite=true``."""
     ns = any_namespace(ns)
-    body = model(PackageBody)
+    body = entity_body(PackageBody)
     return jsonify(gateway().catalog.put_package(caller().namespace, ns, check_name(name), body,
                                                  overwrite=flag("overwrite")))
 

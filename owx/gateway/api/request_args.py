@@ -160,11 +160,15 @@ def object_from(raw: bytes, optional: bool = True) -> dict[str, Any]:
     return body
 
 
-def model(model_type: type[Model]) -> Model:
-    """The body of an entity write validated as ``model_type``; pydantic's complaint becomes the 400
-    message. Its bytes are charged to the caller's namespace first (429 past its budget: see
-    :mod:`owx.gateway.write_budget`)."""
+def entity_body(model_type: type[Model]) -> Model:
+    """:func:`model` of an entity write, its bytes charged to the caller's namespace first (429 past
+    its budget: see :mod:`owx.gateway.write_budget`)."""
     gateway().entity_writes.charge(caller().namespace, request.content_length or 0)  # the server's count, exact
+    return model(model_type)
+
+
+def model(model_type: type[Model]) -> Model:
+    """The body validated as ``model_type``; pydantic's complaint becomes the 400 message."""
     try:
         return model_type.model_validate(json_object(optional=False))
     except ValidationError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from owx.gateway.api.request_args import caller, flag, gateway, listing, model, namespace
+from owx.gateway.api.request_args import caller, entity_body, flag, gateway, listing, namespace
 from owx.gateway.names import check_name
 from owx.gateway.reactive.models import RuleBody, StatusBody
 
@@ -30,7 +30,7 @@ def get_rule(ns: str, name: str):
 def put_rule(ns: str, name: str):
     """Create a rule (active) linking a trigger to an action, or update it with ``overwrite=true``."""
     namespace(ns)
-    body = model(RuleBody)
+    body = entity_body(RuleBody)
     return jsonify(gateway().reactive.rules.put(caller(), check_name(name), body, overwrite=flag("overwrite")))
 
 
@@ -38,7 +38,7 @@ def put_rule(ns: str, name: str):
 def set_status(ns: str, name: str):
     """Enable (``{"status": "active"}``) or disable (``"inactive"``) a rule."""
     ns, name = namespace(ns), check_name(name)
-    body = model(StatusBody)
+    body = entity_body(StatusBody)
     gateway().reactive.rules.set_status(ns, name, body.status)
     return jsonify({})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify, request
 
 from owx.gateway.api.invoke import ACTIVATION_HEADER
-from owx.gateway.api.request_args import caller, flag, gateway, json_object, listing, model, namespace
+from owx.gateway.api.request_args import caller, entity_body, flag, gateway, json_object, listing, namespace
 from owx.gateway.names import check_name
 from owx.gateway.reactive.models import TriggerBody
 
@@ -31,7 +31,7 @@ def get_trigger(ns: str, name: str):
 def put_trigger(ns: str, name: str):
     """Create a trigger, or update it with ``overwrite=true`` (absent fields keep their values)."""
     ns, name = namespace(ns), check_name(name)
-    body = model(TriggerBody)
+    body = entity_body(TriggerBody)
     return jsonify(gateway().reactive.triggers.put(ns, name, body, overwrite=flag("overwrite")))
 
 

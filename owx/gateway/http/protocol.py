@@ -377,15 +377,13 @@ class HttpConnection(asyncio.Protocol):
         if self._hosts > 1 or (self._hosts == 0 and self._parser.get_http_version() == "1.1"):
             self._refuse(400, HOST_MISSING)
             raise httptools.HttpParserCallbackError("no single host")
-        length = self._length
-        if length is not None and length.strip().isdigit() and int(length) > self._limits.max_body_bytes:
-            self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size=int(length),
-                                                   allowed=self._limits.max_body_bytes))
+        length = int(self._length) if self._length is not None and self._length.strip().isdigit() else 0
+        if length > self._limits.max_body_bytes:
+            self._refuse(413, ENTITY_TOO_BIG.format(field="Request", size=length, allowed=self._limits.max_body_bytes))
             raise httptools.HttpParserCallbackError("body too big")
-        if length is not None and length.strip().isdigit() and int(length) > EARLY_REFUSAL_BYTES \
-                and self._connections.refuse_early is not None:
+        if length > EARLY_REFUSAL_BYTES and self._connections.refuse_early is not None:
             authorization = None if self._authorization is None else self._authorization.decode("latin-1")
-            refusal = self._connections.refuse_early(self._parser.get_method(), self._url, authorization, int(length))
+            refusal = self._connections.refuse_early(self._parser.get_method(), self._url, authorization, length)
             if refusal is not None:  # answered before the body is read, which then closes the connection
                 self._refuse(*refusal)
                 raise httptools.HttpParserCallbackError("refused before its body")

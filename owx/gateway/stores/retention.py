@@ -65,7 +65,6 @@ class Trimmed:
 
     held: dict[str, int] = field(default_factory=dict)  # bytes of the namespaces the batch touched or trimmed
     trimming: set[str] = field(default_factory=set)  # namespaces still above KEPT_AFTER_TRIM of the bound
-    deleted: int = 0  # records deleted
 
 
 class NamespaceBound:
@@ -95,7 +94,7 @@ class NamespaceBound:
         for namespace in sorted(done.trimming):
             held = done.held.get(namespace, self._held.get(namespace, 0))
             records, freed = _delete_oldest(conn, namespace, held - kept, added.get(namespace, 0))
-            done.held[namespace], done.deleted = held - freed, done.deleted + records
+            done.held[namespace] = held - freed
             if held - freed <= kept or records == 0:
                 done.trimming.discard(namespace)
         return done

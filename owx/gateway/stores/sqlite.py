@@ -141,9 +141,10 @@ class SQLiteEntityStore:
     (not its key) take at most ``max_namespace_bytes`` (0: no bound), as their JSON.
 
     Reads go through connections of their own, several at once (the file is in WAL mode): a read
-    waits for no write and for no other read, so one tenant overwriting 12 MB actions in a loop no longer holds every
-    tenant's reads and key lookups; writes take turns by namespace (:class:`TurnLock`). Each row keeps its document's
-    size, so a write counts the bytes it replaces without reading them."""
+    waits for no write and for no other read, so one tenant overwriting 12 MB actions in a loop no
+    longer holds every tenant's reads and key lookups; writes take turns by namespace
+    (:class:`TurnLock`). Each row keeps its document's size, so a write counts the bytes it replaces
+    without reading them."""
 
     def __init__(self, path: Path, max_namespace_bytes: int = 0) -> None:
         self._db = _OwnedDatabase(path, _ENTITY_SCHEMA)

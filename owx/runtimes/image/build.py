@@ -155,7 +155,7 @@ def add_alias(client: docker.DockerClient, image: Image, alias: str) -> None:
 def offered(labels: dict[str, str] | None) -> bool:
     """Whether tenants' blackbox actions may run an image with these labels: a runtime owx built (or
     one built from it), or an image the operator aliased (:func:`add_alias`)."""
-    return bool((labels or {}).get(FINGERPRINT_LABEL) or (labels or {}).get(OFFERED_LABEL))
+    return bool(labels and (labels.get(FINGERPRINT_LABEL) or labels.get(OFFERED_LABEL)))
 
 
 def _split_reference(reference: str) -> tuple[str, str]:
