@@ -61,3 +61,51 @@ def test_a_web_actions_outside_callers_cannot_push_out_its_owners_records(tmp_pa
         assert http.get(gateway.api(f"activations/{outside[-1]}")).status_code == 200
     finally:
         gateway.stop()
+
+
+def test_a_rule_refused_at_its_triggers_link_is_left_as_it_was(tmp_path) -> None:
+    """A namespace at its entity bound may have room for a rule but not for its trigger's link to it:
+    the 403 then leaves the rule as it was: absent when it was new (before, it stayed, inactive, and
+    its name answered 409), on its old trigger when it was moved to another."""
+    gateway = start_gateway_process(tmp_path / "rules", env={"OWX_GATEWAY__ENTITY_MB_PER_NAMESPACE": "1"})
+    try:
+        http = gateway.session()
+        bound = 1024 * 1024
+        assert http.put(gateway.api("actions/act"), json={"exec": {"kind": "python:3", "code": PRINTER}}).ok
+        assert http.put(gateway.api("triggers/trg"), json={}).ok
+        assert http.put(gateway.api("triggers/trg2"), json={}).ok
+
+        def filler(code_chars: int) -> requests.Response:
+            code = "def main(args):\n    return {}\n#" + "x" * code_chars
+            return http.put(gateway.api("actions/filler"), params={"overwrite": "true"},
+                            json={"exec": {"kind": "python:3", "code": code}})
+
+        def needed(refused: requests.Response) -> int:
+            assert refused.status_code == 403, refused.text
+            return int(re.search(r"would take (\d+) bytes", refused.json()["error"])[1]) - bound
+
+        def linked(trigger: str) -> list[str]:
+            return [key.split("/")[-1] for key in http.get(gateway.api(f"triggers/{trigger}")).json().get("rules", {})]
+
+        chars = 1_100_000
+        chars -= needed(filler(chars))
+        assert filler(chars).ok  # the namespace now holds exactly its bound
+        for rule, before in (({"trigger": "/_/trg", "action": "/_/act"}, None),
+                             ({"trigger": "/_/trg2", "action": "/_/act"}, "trg")):
+            refusals = 0
+            while (answer := http.put(gateway.api("rules/rl"), params={"overwrite": "true"}, json=rule)).status_code != 200:
+                refusals += 1
+                assert refusals < 10, answer.text
+                stored = http.get(gateway.api("rules/rl"))
+                if before is None:
+                    assert stored.status_code == 404, "a refused rule was left stored"
+                else:
+                    assert stored.json()["trigger"]["name"] == before and stored.json()["status"] == "active"
+                assert linked("trg") == ([] if before is None else ["rl"]) and linked("trg2") == []
+                chars -= needed(answer)  # room for what was refused, exactly: the next write in line is refused next
+                assert filler(chars).ok
+            assert refusals >= 1 and answer.json()["status"] == "active"  # at least the link was refused once
+            assert linked(rule["trigger"].split("/")[-1]) == ["rl"]
+        assert linked("trg") == []
+    finally:
+        gateway.stop()

@@ -61,12 +61,23 @@ class RuleCatalog:
         except Conflict:
             raise ApiError(409, errors.CONFLICT if current else errors.ALREADY_EXISTS) from None
         key = _rule_key(namespace, name)
+        link = {"action": doc["action"], "status": status}
+        try:
+            linked = self.triggers.change_rules(trigger.namespace, trigger.name, lambda rules: rules.update({key: link}))
+        except Exception:  # the trigger cannot take the link (its size, the store): the rule is as it was
+            self._undo_put(namespace, name, saved, current)
+            raise
         if current is not None and old["trigger"] != doc["trigger"]:
             old_trigger = ref_path(old["trigger"])
             self.triggers.change_rules(old_trigger.namespace, old_trigger.name, lambda rules: rules.pop(key, None))
-        link = {"action": doc["action"], "status": status}
-        linked = self.triggers.change_rules(trigger.namespace, trigger.name, lambda rules: rules.update({key: link}))
         return {**present(saved), "status": status if linked else INACTIVE}
+
+    def _undo_put(self, namespace: str, name: str, saved: Entity, before: Entity | None) -> None:
+        """Put back the rule ``saved`` replaced (``before``), or delete it if it is new."""
+        if before is None:
+            entity_names.delete(self.store, namespace, RULES, name, saved.rev)
+        else:
+            self.store.put(namespace, RULES, name, before.doc, saved.rev)
 
     def _check_references(self, identity: Identity, trigger: EntityPath, action: EntityPath) -> None:
         """OpenWhisk's checks: the caller may use both, and both exist (400 naming the missing one)."""
