@@ -20,15 +20,25 @@ def put(http, gateway, name, body, overwrite=None):
     return http.put(gateway.api(f"actions/{name}"), json=body, params=params)
 
 
-def test_info_routes(gateway, http):
-    assert requests.get(gateway.url + "/").json()["api_paths"] == ["/api/v1"]
-    info = requests.get(gateway.url + "/api/v1").json()
-    assert info["limits"]["max_action_memory"] == 512 * 1024 * 1024
+def test_info_routes_answer_openwhisks_fields_in_its_units(gateway, http):
+    """``/`` carries the system limits (bytes) and the runtimes (wskdeploy reads them there), ``/api/v1``
+    the API version, with or without a trailing slash; a namespace's limits are in MB and ms."""
+    root = requests.get(gateway.url + "/").json()
+    assert root["api_paths"] == ["/api/v1"] and root["limits"]["max_action_memory"] == 512 * 1024 * 1024
+    python = root["runtimes"]["python"]
+    assert [r["kind"] for r in python if r["default"]] == ["python:3"] and "python:default" not in str(python)
+    assert {"kind", "deprecated", "default", "attached", "requireMain"} == set(python[0])
+    for path in ("/api/v1", "/api/v1/"):
+        info = requests.get(gateway.url + path).json()
+        assert info["api_version"] == "1.0.0" and info["api_version_path"] == "v1", path
     fires = gateway.service.settings.gateway.trigger_fires_per_minute
-    assert info["limits"]["triggers_per_minute"] == fires
+    assert root["limits"]["triggers_per_minute"] == fires
     assert http.get(gateway.url + "/api/v1/namespaces").json() == [gateway.namespace]
     limits = http.get(gateway.api("limits")).json()
     assert limits["invocationsPerMinute"] > 0 and limits["firesPerMinute"] == fires
+    assert (limits["minActionMemory"], limits["maxActionMemory"], limits["maxActionLogs"]) == (128, 512, 10)
+    assert limits["maxActionTimeout"] == 300_000 and limits["maxParameterSize"] == "1 MB"
+    assert limits["maxActionInstances"] == limits["concurrentInvocations"] and limits["minActionConcurrency"] == 1
 
 
 def test_fields_openwhisk_clients_send_that_owx_does_not_use_are_ignored_as_openwhisk_ignores_them(gateway, http):
@@ -293,3 +303,4 @@ def test_a_namespaces_entities_share_one_set_of_names_as_in_openwhisk(gateway, h
     assert http.put(gateway.api(f"packages/{package}"), json={}).status_code == 200
     inside = put(http, gateway, f"{package}/{trigger}", {"exec": {"kind": "python:3", "code": HELLO}})
     assert inside.status_code == 200  # an action in a package has a name of its own
+
