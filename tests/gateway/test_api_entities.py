@@ -304,3 +304,12 @@ def test_a_namespaces_entities_share_one_set_of_names_as_in_openwhisk(gateway, h
     inside = put(http, gateway, f"{package}/{trigger}", {"exec": {"kind": "python:3", "code": HELLO}})
     assert inside.status_code == 200  # an action in a package has a name of its own
 
+
+def test_an_empty_body_is_read_as_an_empty_object_as_openwhisk_reads_one(gateway, http):
+    """``curl -X PUT .../triggers/t`` without a body creates the trigger, as on OpenWhisk; an action
+    still needs its exec."""
+    trigger, package, action = unique("trg"), unique("pkg"), unique("act")
+    assert http.put(gateway.api(f"triggers/{trigger}"), data=b"").json()["name"] == trigger
+    assert http.put(gateway.api(f"packages/{package}"), data=b"").json()["name"] == package
+    refused = http.put(gateway.api(f"actions/{action}"), data=b"")
+    assert refused.status_code == 400 and "exec" in refused.json()["error"], refused.text

@@ -142,18 +142,16 @@ def json_value(raw: bytes) -> Any:
         raise bad_request(errors.MALFORMED.format(detail=exc)) from None
 
 
-def json_object(optional: bool = True, max_bytes: int | None = None) -> dict[str, Any]:
-    """The body as a JSON object (``{}`` when empty and ``optional``); 400 when malformed, 413 when
-    longer than ``max_bytes``."""
-    return object_from(body_bytes(max_bytes), optional)
+def json_object(max_bytes: int | None = None) -> dict[str, Any]:
+    """The body as a JSON object (``{}`` when empty); 400 when malformed, 413 when longer than
+    ``max_bytes``."""
+    return object_from(body_bytes(max_bytes))
 
 
-def object_from(raw: bytes, optional: bool = True) -> dict[str, Any]:
-    """The request body ``raw`` as a JSON object (``{}`` when empty and ``optional``); 400 otherwise."""
+def object_from(raw: bytes) -> dict[str, Any]:
+    """The request body ``raw`` as a JSON object, ``{}`` when empty (as OpenWhisk reads one); 400 otherwise."""
     if not raw.strip():
-        if optional:
-            return {}
-        raise bad_request(errors.MALFORMED.format(detail="an empty body is not a JSON object"))
+        return {}
     body = json_value(raw)
     if not isinstance(body, dict):
         raise bad_request(errors.MALFORMED.format(detail="expected a JSON object"))
@@ -170,7 +168,7 @@ def entity_body(model_type: type[Model]) -> Model:
 def model(model_type: type[Model]) -> Model:
     """The body validated as ``model_type``; pydantic's complaint becomes the 400 message."""
     try:
-        return model_type.model_validate(json_object(optional=False))
+        return model_type.model_validate(json_object())
     except ValidationError as exc:
         detail = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg'].removeprefix('Value error, ')}"
