@@ -434,6 +434,8 @@ class Catalog:
         except ApiError as exc:
             if exc.status == 404:
                 raise bad_request(errors.PACKAGE_DOES_NOT_EXIST) from None
+            if exc.status == 409:  # the name is another collection's: an action, a trigger, a rule
+                raise ApiError(409, errors.BINDING_TO_NON_PACKAGE) from None
             raise
         if grant.is_binding:
             raise bad_request(errors.BINDING_TO_BINDING)

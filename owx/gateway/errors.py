@@ -35,6 +35,7 @@ PACKAGE_NOT_EMPTY = "Package not empty (contains {count} {entities}). Set force 
 PACKAGE_DOES_NOT_EXIST = "Binding references a package that does not exist."
 BINDING_NOT_ALLOWED = "Operation not permitted on package binding."
 BINDING_TO_BINDING = "Cannot bind to another package binding."
+BINDING_TO_NON_PACKAGE = "Cannot bind to a resource that is not a package."
 PACKAGE_CANNOT_BECOME_BINDING = "Resource is a package and cannot be converted into a binding."
 PACKAGE_NAME_RESERVED = "Package name '{name}' is reserved."
 BINDING_CIRCULAR = "Package binding '{name}' contains a circular reference."

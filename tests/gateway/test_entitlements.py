@@ -156,6 +156,9 @@ def test_binding_invoke_merges_package_binding_action_and_request_parameters(ten
     assert nope.status_code == 400 and nope.json()["error"] == "Operation not permitted on package binding."
     twice = http_b.put(b.api("packages/mine-of-mine"), json={"binding": {"namespace": "_", "name": "mine"}})
     assert twice.status_code == 400 and twice.json()["error"] == "Cannot bind to another package binding."
+    assert http_b.put(b.api("actions/lone"), json={"exec": {"kind": "python:3", "code": ECHO}}).ok
+    to_action = http_b.put(b.api("packages/of-an-action"), json={"binding": {"namespace": "_", "name": "lone"}})
+    assert to_action.status_code == 409 and to_action.json()["error"] == "Cannot bind to a resource that is not a package."
     convert = http_a.put(a.api("packages/shared"), params={"overwrite": "true"},
                          json={"binding": {"namespace": b.namespace, "name": "mine"}})
     assert convert.status_code == 403  # A may not read B's binding
