@@ -226,7 +226,8 @@ def trigger(activation_id: str, subject: str, name: str, version: str, start_ms:
             rule_lines: list[dict[str, Any]], max_result_bytes: int) -> dict[str, Any]:
     """The record of trigger ``name`` fired by namespace ``subject``, as OpenWhisk keeps one: its
     result is the payload, its logs one JSON line per rule (the activation the rule started, or why
-    it started none), and it does not end (``end`` 0: the rules' actions run on their own)."""
+    it started none), and it has no ``end`` (the rules' actions run on their own; OpenWhisk leaves
+    out an end that is its epoch)."""
     return {
         "activationId": activation_id,
         "namespace": subject,
@@ -235,7 +236,6 @@ def trigger(activation_id: str, subject: str, name: str, version: str, start_ms:
         "version": version,
         "publish": False,
         "start": start_ms,
-        "end": 0,
         "response": response(SUCCESS, payload, max_result_bytes),
         "annotations": [],
         "logs": [json.dumps(line, separators=(",", ":")) for line in rule_lines],  # last: see `split_stored`
