@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from dataclasses import dataclass
 
-from owx.gateway.identity import AUTH, SYSTEM_NAMESPACE, Identity
+from owx.gateway.identity import AUTH, SYSTEM_NAMESPACE
 from owx.gateway.key_signing import KeySigner
 from owx.gateway.names import valid_name
 from owx.gateway.stores import Conflict, EntityStore
@@ -96,10 +96,6 @@ def check_name(label: str, name: str) -> None:
     """AdminError unless ``name`` can name a subject or namespace (``_`` ones are owx's own)."""
     if not valid_name(name) or not name.isascii() or name.startswith("_"):
         raise AdminError(f"{label} {name!r} is not a valid OpenWhisk name")
-
-
-def as_identity(key: UserKey) -> Identity:
-    return Identity(key.namespace, key.uuid, key.key)
 
 
 def _key(key_uuid: str, doc: dict) -> UserKey:
