@@ -22,6 +22,11 @@ class CanarySettings(BaseModel):
         1024, ge=0, description="bytes (MiB) each namespace's checkpoints may hold in a Redis store_url with a password "
         "(a user per namespace); past it its actions' writes are refused until they delete. 0: no budget"
     )
+    store_client_memory_mb: int = Field(
+        1024, gt=0, description="bytes (MiB) all clients of that Redis may hold unwritten together (values being "
+        "sent, commands a MULTI queued; Redis' maxmemory-clients, which owx sets unless it is tighter): past it "
+        "Redis closes the clients holding the most"
+    )
     failure_window: int = Field(50, ge=5, description="recent function outcomes the dynamic strategy looks at")
     replica_linger_s: float = Field(
         10.0, ge=0, description="how long replicas of a runtime outlive its last active function"

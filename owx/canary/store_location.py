@@ -55,7 +55,7 @@ class StoreLocation:
         self._configured_blobs = self._url is not None and "blobs" in parse_qs(urlsplit(self._url).query)
         isolated = self._url is not None and RedisTenants.isolates(self._url)
         self._tenants = RedisTenants(self._url) if isolated else None
-        self._quota = QuotaProcess(self._tenants, canary.store_quota_mb * MiB) \
+        self._quota = QuotaProcess(self._tenants, canary.store_quota_mb * MiB, canary.store_client_memory_mb * MiB) \
             if self._tenants is not None and canary.store_quota_mb else None
         if self._url is not None and (not isolated or self._configured_blobs):
             log.warning("the checkpoint store %s is shared by every namespace: each tenant's actions can reach the "

@@ -10,8 +10,12 @@ store's error and they run on. Writes come back once deletions bring it under th
 
 A cut follows the write that crossed the budget within a notification's round trip, so a namespace
 overshoots by what it writes in that time, one value at most from a client that waits for each
-answer (Redis' ``proto-max-bulk-len`` bounds a value). Without notifications (a Redis that refuses
-owx ``CONFIG``), the budget is checked at each SCAN only, and a warning says so. The gateway runs
+answer (Redis' ``proto-max-bulk-len`` bounds a value). What clients hold before it is written, the
+values they are sending and the commands a ``MULTI`` queues (which ``EXEC`` then writes at once), is
+memory no key count sees: owx bounds it for all clients together (Redis' ``maxmemory-clients``, at
+most ``client_bytes``), past which Redis closes the clients holding the most. Without notifications
+(a Redis that refuses owx ``CONFIG``), the budget is checked at each SCAN only, clients are not
+bounded by owx, and a warning says so. The gateway runs
 the count in a process of its own at a lower priority (:class:`QuotaProcess`), so a tenant flooding
 the store with writes costs the count CPU, not the gateway's.
 """
@@ -38,17 +42,20 @@ SCAN_COUNT = 1000
 BATCH = 1000  # changed keys measured in one round trip
 RETRY_S = 1.0
 NICE = 10  # the count yields the cores to the gateway and the actions
-ENV_URL, ENV_BUDGET = "OWX_QUOTA_STORE_URL", "OWX_QUOTA_BUDGET_BYTES"
+ENV_URL, ENV_BUDGET, ENV_CLIENTS = "OWX_QUOTA_STORE_URL", "OWX_QUOTA_BUDGET_BYTES", "OWX_QUOTA_CLIENT_BYTES"
 KEY_OVERHEAD = 64  # Redis' own bytes per key, about: a flood of tiny keys counts too
 
 
 class StoreQuota:
-    """Keeps each namespace of ``tenants``' store within ``budget_bytes`` (values and key names)."""
+    """Keeps each namespace of ``tenants``' store within ``budget_bytes`` (values and key names), and
+    what all clients hold unwritten within ``client_bytes``."""
 
-    def __init__(self, tenants: RedisTenants, budget_bytes: int, rescan_s: float = RESCAN_S) -> None:
+    def __init__(self, tenants: RedisTenants, budget_bytes: int, client_bytes: int,
+                 rescan_s: float = RESCAN_S) -> None:
         import redis
 
         self.budget_bytes = budget_bytes
+        self.client_bytes = client_bytes
         self._tenants = tenants
         self._rescan_s = rescan_s
         self._errors = (redis.RedisError, OSError)
@@ -87,6 +94,7 @@ class StoreQuota:
             self._stop.wait(RETRY_S)
 
     def _follow(self) -> None:
+        self._bound_clients()
         notified = self._notifications_on()
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         try:
@@ -119,6 +127,17 @@ class StoreQuota:
             log.warning("checkpoint store budget: Redis refused keyevent notifications (%s); a namespace's "
                         "budget is checked every %g s only", exc, self._rescan_s)
             return False
+
+    def _bound_clients(self) -> None:
+        """Bound the memory of all clients together to ``client_bytes`` (Redis' ``maxmemory-clients``),
+        unless a tighter bound is set (or one relative to ``maxmemory``, the operator's)."""
+        try:
+            current = str(self._redis.config_get("maxmemory-clients").get("maxmemory-clients", "0"))
+            if not current.endswith("%") and not 0 < int(current) <= self.client_bytes:
+                self._redis.config_set("maxmemory-clients", self.client_bytes)
+        except self._errors as exc:
+            log.warning("checkpoint store budget: Redis refused a bound on its clients' memory (maxmemory-clients, "
+                        "Redis 7): a tenant's queued transaction or values in flight are bounded by nothing (%s)", exc)
 
     def _changed_keys(self, pubsub: Any, wait_s: float) -> set[bytes]:
         """The namespaces' keys named in the notifications of the next ``wait_s`` (a batch at most)."""
@@ -194,8 +213,9 @@ class QuotaProcess:
     writes makes it count, never the gateway's interpreter wait. It ends with :meth:`close` or when
     the gateway does (its stdin closes)."""
 
-    def __init__(self, tenants: RedisTenants, budget_bytes: int) -> None:
-        env = {**os.environ, ENV_URL: tenants.store_url, ENV_BUDGET: str(budget_bytes)}  # not argv: ps shows it
+    def __init__(self, tenants: RedisTenants, budget_bytes: int, client_bytes: int) -> None:
+        env = {**os.environ, ENV_URL: tenants.store_url, ENV_BUDGET: str(budget_bytes),
+               ENV_CLIENTS: str(client_bytes)}  # not argv: ps shows it
         self._process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, env=env)
 
     def close(self) -> None:
@@ -216,7 +236,7 @@ def main() -> None:
     os.nice(NICE)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     tenants = RedisTenants(os.environ[ENV_URL])
-    quota = StoreQuota(tenants, int(os.environ[ENV_BUDGET]))
+    quota = StoreQuota(tenants, int(os.environ[ENV_BUDGET]), int(os.environ[ENV_CLIENTS]))
     try:
         sys.stdin.buffer.read()  # until the gateway closes it, or dies
     finally:

@@ -18,6 +18,7 @@ from owx.canary.store_quota import KEY_OVERHEAD, StoreQuota
 
 MiB = 1024 * 1024
 BUDGET = 4 * MiB
+CLIENTS = 32 * MiB  # what all clients may hold unwritten together
 CUT_WITHIN_S = 1.0
 OVERSHOOT = 2 * MiB  # values written before the cut, by a client that waits for each answer: one, on a quiet machine  # a cut follows a notification: milliseconds; the bound leaves room for a loaded machine
 
@@ -33,7 +34,7 @@ def tenants(password_redis: RedisServer) -> Iterator[RedisTenants]:
 
 @pytest.fixture
 def quota(tenants: RedisTenants) -> Iterator[StoreQuota]:
-    counting = StoreQuota(tenants, BUDGET)
+    counting = StoreQuota(tenants, BUDGET, CLIENTS)
     assert counting.wait_counted(10)
     yield counting
     counting.close()
@@ -93,6 +94,23 @@ def test_a_namespace_past_its_budget_loses_its_writes_and_no_one_else_does(tenan
     assert not writes(mallory, f"{mine}more")
 
 
+def test_a_transaction_queuing_more_than_the_clients_bound_is_closed_and_writes_nothing(
+        tenants: RedisTenants, quota: StoreQuota, password_redis: RedisServer):
+    """Values a MULTI queues are no key until EXEC writes them all at once: the count would see them
+    only then, past the budget by all of them; the bound on clients' memory closes the client first."""
+    mallory, mine = client(tenants, "mallory")
+    admin = redis.Redis.from_url(password_redis.url)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        with mallory.pipeline(transaction=True) as transaction:
+            for index in range(16):  # 128 MiB, queued
+                transaction.set(f"{mine}queued/{index}", secrets.token_bytes(8 * MiB))
+            transaction.execute()
+    assert admin.exists(*(f"{mine}queued/{index}" for index in range(16))) == 0
+    assert admin.info("memory")["used_memory"] < CLIENTS + 16 * MiB
+    alice, hers = client(tenants, "alice")
+    assert writes(alice, f"{hers}after")  # the others' clients are not the ones closed
+
+
 def test_writes_come_back_once_deletions_bring_the_namespace_under_its_budget(tenants: RedisTenants,
                                                                              quota: StoreQuota):
     mallory, mine = client(tenants, "mallory")
@@ -120,7 +138,7 @@ def test_keys_already_in_the_store_count_at_start(tenants: RedisTenants):
     assert fill(mallory, mine, 5) == 5  # no count runs yet
     alice, hers = client(tenants, "alice")
     alice.set(f"{hers}small", b"x" * 100)
-    counting = StoreQuota(tenants, BUDGET)
+    counting = StoreQuota(tenants, BUDGET, CLIENTS)
     try:
         assert counting.wait_counted(10)
         assert counting.usage("mallory") >= 5 * MiB
@@ -139,7 +157,7 @@ def test_without_notifications_the_budget_is_kept_at_each_count(password_redis: 
     url = password_redis.url.replace(f":{password_redis.password}@", f"owx-no-config:{password}@")
     tenants = RedisTenants(f"{url}?prefix=owx-quota:{uuid.uuid4().hex[:8]}:")
     tenants.ensure("mallory")
-    counting = StoreQuota(tenants, BUDGET, rescan_s=0.2)
+    counting = StoreQuota(tenants, BUDGET, CLIENTS, rescan_s=0.2)
     try:
         assert counting.wait_counted(10)
         mallory, mine = client(tenants, "mallory")
