@@ -41,6 +41,8 @@ ANSWER_WAIT_S = 30.0  # a store that takes longer is treated as hung: the worker
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 MAX_ADDRESS_SPACE = 2 * 1024 * 1024 * 1024  # what a worker may map: a tenant's data cannot make it take the host's memory
 DB_NAME = "checkpoints.db"
+ENV_URL = "OWX_STORE_WORKER_URL"
+NICE = 10  # it runs outside the containers' cgroups: what a namespace's data costs it yields to the rest
 DIRECTORY_MODE = 0o2770  # the namespace's group reads and writes; new files keep the group
 FILE_MODE = 0o660
 HERE = "/tmp/namespace"  # where the worker sees the namespace's directory
@@ -59,9 +61,10 @@ class StoreWorker:
         uid, gid = identity
         inside = url.replace(str(directory), HERE)
         made = str(store_dir).replace(str(directory), HERE)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(sys.path),
+               ENV_URL: inside}  # not argv: ps shows it, and it holds the namespace's password
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__, inside, made, str(uid), str(gid)], cwd=directory, env=env,
+            [sys.executable, "-m", __name__, made, str(uid), str(gid)], cwd=directory, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         self._lock = threading.Lock()
         try:
@@ -158,6 +161,7 @@ def become(uid: int, gid: int, url: str) -> None:
     kernel.mount(".", HERE, None, kernel.MS_BIND)
     os.chdir(HERE)
     resource.setrlimit(resource.RLIMIT_AS, (MAX_ADDRESS_SPACE, MAX_ADDRESS_SPACE))  # runs outside any cgroup
+    os.nice(NICE)
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)  # from root to another uid for real, effective and saved: every capability goes
@@ -185,8 +189,8 @@ def serve(url: str, store_dir: str) -> None:
                     _answer({"ok": None})
                 else:
                     _answer({"ok": True})
-            except (OSError, CheckpointError) as exc:
-                _answer({"error": str(exc)})
+            except (OSError, CheckpointError, MemoryError) as exc:  # MemoryError: what the namespace wrote
+                _answer({"error": str(exc) or type(exc).__name__})
     finally:
         store.close()
 
@@ -197,5 +201,5 @@ def _answer(answer: dict) -> None:
 
 
 if __name__ == "__main__":
-    become(int(sys.argv[3]), int(sys.argv[4]), sys.argv[1])
-    serve(sys.argv[1], sys.argv[2])
+    become(int(sys.argv[2]), int(sys.argv[3]), os.environ[ENV_URL])
+    serve(os.environ[ENV_URL], sys.argv[1])

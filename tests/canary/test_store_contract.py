@@ -4,6 +4,7 @@ when OWX_TEST_IGNITE is set)."""
 from __future__ import annotations
 
 import threading
+import tracemalloc
 import uuid
 
 import numpy as np
@@ -15,6 +16,7 @@ from owx.canary.checkpoint import (
     InvalidCheckpoint,
     open_checkpoint_store,
 )
+from owx.canary.checkpoint.model import Index, IndexEntry
 
 KB = 1024
 MB = 1024 * KB
@@ -197,6 +199,31 @@ def test_delete_removes_every_trace(open_store, fid):
     assert function_keys(store, fid) == set()
     assert segment_files(store, fid) == {"blob": set(), "spool": set()}
     assert store.save(fid, "again", {"x": 1}).seq == 1
+
+
+def test_what_an_action_writes_around_the_store_bounds_none_of_its_readers_work(open_store, fid):
+    """The gateway reads and deletes a namespace's checkpoints, which its actions write directly: a
+    counter set to millions or an index of hundreds of entries costs the reader what a store used
+    as this one holds (before, a delete went through 3,000,000 numbers and history read every entry)."""
+    store = open_store(keep=2, keep_max=3, history_s=0)
+    for k in range(3):
+        store.save(fid, f"s{k}", {"x": k})
+    record = store.kv.get(store._record_key(fid, 3))
+    forged = Index([IndexEntry(seq, 1.0 + seq, 10) for seq in range(1, 501)], 1)
+    store.kv.put(store._index_key(fid), forged.dumps())
+    for seq in range(4, 501):
+        store.kv.put(store._record_key(fid, seq), record)
+    assert len(store.history(fid)) == 3  # keep_max entries at most
+    store.kv.put(store._seq_key(fid), b"3000000")
+    tracemalloc.start()
+    try:
+        store.delete(fid)
+        assert tracemalloc.get_traced_memory()[1] < 16 * 1024 * 1024
+    finally:
+        tracemalloc.stop()
+    assert store.latest(fid) is None
+    store.kv.put(store._seq_key(fid), b"not a number")
+    store.delete(fid)  # and no ValueError
 
 
 def test_delete_waits_for_a_flush_under_way_and_leaves_no_trace(open_store, fid):

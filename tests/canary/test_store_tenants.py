@@ -4,8 +4,10 @@ checkpoints only and runs only the checkpoint client's commands (a real redis-se
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import redis
 from owx.bench.canary.redis_server import RedisServer
 from owx.canary.checkpoint import StoreUnavailable, open_checkpoint_store
 from owx.canary.redis_tenants import RedisTenants
+from owx.canary.store_worker import StoreWorker
 
 
 @pytest.fixture
@@ -89,3 +92,30 @@ def test_a_store_without_a_password_has_no_tenant_users():
     assert not RedisTenants.isolates("redis://127.0.0.1:6379/0")
     assert not RedisTenants.isolates("ignite://127.0.0.1:10800")
     assert RedisTenants.isolates("redis://:pw@127.0.0.1:6379/0") and RedisTenants.isolates("rediss://owx:pw@h:1/0")
+
+
+def test_the_store_worker_takes_the_namespaces_login_out_of_sight_of_ps(tenants: RedisTenants, tmp_path: Path):
+    """The gateway reads a namespace's checkpoints through a worker with the namespace's rights: its
+    login goes in the worker's environment, which only its own uid and root read, not in its command
+    line, which every process of the host reads."""
+    uid = gid = 61_111
+    directory = tmp_path / "namespace"
+    directory.mkdir()
+    os.chown(directory, 0, gid)
+    directory.chmod(0o2770)
+    tenants.ensure("alice")
+    worker = StoreWorker(tenants.url_for("alice"), directory, directory / "canary", (uid, gid))
+    try:
+        assert worker.history("f") == []
+        password = tenants.user("alice")[1].encode()
+        workers = [line for line in map(_read, Path("/proc").glob("[0-9]*/cmdline")) if b"owx.canary.store_worker" in line]
+        assert workers and not any(password in line for line in workers)
+    finally:
+        worker.close()
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended
+        return b""

@@ -49,6 +49,9 @@ from owx.canary.checkpoint.segments import Segments
 
 log = logging.getLogger(__name__)
 
+#: sequence numbers a delete goes through above the floor: a store used as this one writes far fewer
+#: (its saves raise the floor as they go); a counter set higher was set around it
+MAX_SEQ_SPAN = 10_000
 _CAS_ATTEMPTS = 200
 _READ_ATTEMPTS = 20
 _MAX_NAME = 1024
@@ -264,7 +267,7 @@ class CheckpointStore:
         """Metadata of the retained checkpoints, newest first."""
         index = Index.loads(self.kv.get(self._index_key(function_id)))
         infos = []
-        for entry in reversed(index.entries):
+        for entry in reversed(index.entries[-self.options.keep_max:]):  # more were written around the store
             raw = self.kv.get(self._record_key(function_id, entry.seq))
             if raw is not None:
                 infos.append(Record.loads(raw).info(function_id))
@@ -302,8 +305,12 @@ class CheckpointStore:
         writes a segment back after the function is gone."""
         self._flusher.forget(function_id)
         index = Index.loads(self.kv.get(self._index_key(function_id)))
-        last = int(self.kv.get(self._seq_key(function_id)) or b"0")
-        seqs = list(range(index.floor, last + 1))
+        try:
+            last = int(self.kv.get(self._seq_key(function_id)) or b"0")
+        except ValueError:  # no counter: written around the store
+            last = index.floor
+        kept = {entry.seq for entry in index.entries[-self.options.keep_max:]}
+        seqs = sorted(kept.union(range(index.floor, min(last, index.floor + MAX_SEQ_SPAN) + 1)))
         self.kv.delete([self._index_key(function_id), self._seq_key(function_id)])
         self.kv.delete(self._record_key(function_id, s) for s in seqs)
         self.segments.discard_staged(function_id, seqs)
