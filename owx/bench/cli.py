@@ -16,7 +16,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+SUITE_HELP = {"all": "owx bench all: every benchmark in turn, with its defaults, then writes results/README.md "
+                     "(the table of their goals); takes no options",
+              "table": "owx bench table: writes results/README.md, the table of the goals in results/*.json; "
+                       "takes no options"}
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.name in SUITE_HELP and args.args:  # --help, or an option meant for one benchmark
+        print(SUITE_HELP[args.name])
+        return 0 if set(args.args) <= {"-h", "--help"} else 2
     if args.name == "table":
         return table.main()
     if args.name != "all":
