@@ -81,10 +81,10 @@ def narrow_upstream(workdir: Path) -> Iterator[GatewayProcess]:
     process.stop()
 
 
-def admin(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``owx admin ARGS`` on the gateway of ``data_dir``."""
+def admin(data_dir: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``owx admin ARGS`` on the gateway of ``data_dir``, ``stdin`` its input."""
     return subprocess.run(["owx", "admin", "--data-dir", str(data_dir), *args], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, input=stdin)
 
 
 def admin_create(data_dir: Path, subject: str) -> str:

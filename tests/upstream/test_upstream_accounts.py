@@ -177,8 +177,8 @@ def test_owx_on_its_own_containers_refuses_accounts_and_a_stopped_one_keeps_them
         assert refused.returncode == 2 and "only in front of an OpenWhisk" in refused.stderr, refused.stderr
     finally:
         embedded.stop()
-    stored = admin(embedded.data_dir, "account", "set", "alice", alice_upstream)  # not running: the store only
-    assert stored.returncode == 0, stored.stderr
+    stored = admin(embedded.data_dir, "account", "set", "alice", stdin=f"{alice_upstream}\n")  # out of ps' sight
+    assert stored.returncode == 0, stored.stderr  # not running: the store only
     assert admin(embedded.data_dir, "account", "list").stdout == f"alice\t{alice_upstream.split(':')[0]}\n"
 
 

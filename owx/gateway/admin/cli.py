@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     create = verbs.add_parser("create", help="a new subject (or a new namespace key of one); prints uuid:key")
     create.add_argument("subject")
     create.add_argument("--namespace", "-ns", help="the namespace (default: the subject's name)")
-    create.add_argument("--auth", "-u", help="use this uuid:key instead of a random one")
+    create.add_argument("--auth", "-u", help="use this uuid:key instead of a random one ('-': read it from stdin, "
+                        "out of sight of other processes)")
     verbs.add_parser("list", help="every subject, namespace and uuid")
     get = verbs.add_parser("get", help="a subject's keys (uuid:key per namespace)")
     get.add_argument("subject")
@@ -38,7 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "own, throttled apart from the others").add_subparsers(dest="verb", required=True)
     account_set = accounts.add_parser("set", help="run NAMESPACE's invocations with this upstream key")
     account_set.add_argument("namespace")
-    account_set.add_argument("auth", metavar="UUID:KEY", help="the key of its upstream namespace")
+    account_set.add_argument("auth", metavar="UUID:KEY", nargs="?", default="-",
+                             help="the key of its upstream namespace (default '-': read from stdin, out of sight "
+                             "of other processes; a command line is visible to every process of the machine)")
     accounts.add_parser("unset", help="NAMESPACE shares owx's upstream key again").add_argument("namespace")
     accounts.add_parser("list", help="namespaces with an account, and its uuid")
     parser.set_defaults(handler=run)
@@ -67,7 +70,7 @@ def _do(args: argparse.Namespace, users: AdminClient | Users, accounts: AdminCli
     if args.object == "account":
         return _account(args, accounts)
     if args.verb == "create":
-        print(users.create(args.subject, args.namespace, args.auth).auth)
+        print(users.create(args.subject, args.namespace, _given(args.auth)).auth)
     elif args.verb == "list":
         for key in users.keys(None):
             print(f"{key.subject}\t{key.namespace}\t{key.uuid}")
@@ -86,7 +89,7 @@ def _do(args: argparse.Namespace, users: AdminClient | Users, accounts: AdminCli
 
 def _account(args: argparse.Namespace, accounts: AdminClient | StoredAccounts) -> int:
     if args.verb == "set":
-        print(f"{args.namespace} runs upstream as {accounts.set(args.namespace, args.auth)}")
+        print(f"{args.namespace} runs upstream as {accounts.set(args.namespace, _given(args.auth))}")
     elif args.verb == "unset":
         accounts.unset(args.namespace)
         print(f"{args.namespace} shares owx's upstream key")
@@ -94,6 +97,11 @@ def _account(args: argparse.Namespace, accounts: AdminClient | StoredAccounts) -
         for namespace, key_uuid in sorted(accounts.uuids().items()):
             print(f"{namespace}\t{key_uuid}")
     return 0
+
+
+def _given(auth: str | None) -> str | None:
+    """``auth`` as given, or the first line of stdin for ``-``."""
+    return sys.stdin.readline().strip() if auth == "-" else auth
 
 
 def _print_keys(keys: list[UserKey]) -> None:
