@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--controller", action="store_true", help="serve the resource allocator instead of an agent")
     parser.add_argument("--allocator", help="agent: allocator URL (default $OWX_ESCRA_ALLOCATOR_URL or http://127.0.0.1:3240)")
     parser.add_argument("--node", help="agent: this node's name (default $OWX_ESCRA_NODE or node0)")
-    parser.add_argument("--cgroup-root", help="agent: embedded platform cgroup root (default owx)")
+    parser.add_argument("--cgroup-root", help="agent: embedded platform cgroup root (default: the one owx up uses "
+                        "with the same OWX_DATA_DIR)")
     parser.add_argument("--app", help="agent: application of unlabelled containers (default openwhisk)")
     parser.add_argument("--docker", action="store_true", default=None, help="agent: also manage Docker containers")
     parser.add_argument("--period", type=float, help="agent: telemetry period in seconds (default 0.1)")

@@ -34,13 +34,23 @@ class AllocatorParams(BaseModel):
     node_timeout_s: float = Field(30.0, gt=0, description="silence after which a node's allocations return to the pool")
 
 
+def _owx_up_cgroup_root() -> str:
+    """The cgroup root of ``owx up``'s containers on this machine (``OWX_DATA_DIR``, ``OWX_PLATFORM__CGROUP_ROOT``)."""
+    from owx.platform.settings import for_instance
+    from owx.settings import Settings
+
+    settings = Settings()
+    return for_instance(settings.platform, settings.data_dir).cgroup_root or ""
+
+
 class AgentSettings(BaseSettings):
     """Configuration of one node agent."""
 
     model_config = SettingsConfigDict(env_prefix="OWX_ESCRA_", extra="ignore")
 
     node: str = "node0"
-    cgroup_root: str = "owx"
+    cgroup_root: str = Field(default_factory=_owx_up_cgroup_root,
+                             description="unset: the one `owx up` uses with the same data dir and settings")
     allocator_url: str = "http://127.0.0.1:3240"
     app: str = Field("openwhisk", description="application of containers that carry no owx.app label")
     period_s: float = Field(0.1, gt=0, description="telemetry period")
