@@ -6,8 +6,12 @@
     def solve(n):
         from owx.canary.checkpoint import Checkpointer
         with Checkpointer.from_env() as ckpt:
-            state = ckpt.restore() or {"i": 0}
-            ...
+            state = ckpt.restore() or {"i": 0, "total": 0}  # where a dead container left off
+            while state["i"] < n:
+                state["total"] += state["i"]
+                state["i"] += 1
+                ckpt.save("step", **state)
+            return state["total"]
 
     solve.invoke(100)                  # one fault-tolerant activation
     solve.job([{"n": 10}, {"n": 20}])  # a job: admitted together, values in order
