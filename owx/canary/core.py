@@ -218,7 +218,7 @@ class CanaryCore:
         number = len(function.attempts) + 1
         env = dict(request.extra_env)
         if checkpoints and function.checkpointed:
-            self.store.grant(function.namespace)  # each attempt: the store may have restarted since the last
+            self.store.grant(function.namespace)  # the store may have restarted since the last attempt
             env.update(canary_function_id=function.function_id, canary_store=self.store.url_for(function.namespace),
                        canary_interval=str(function.options.interval_s))
         self.tables.update(function.namespace, "function_info", function.function_id,

@@ -5,7 +5,7 @@ runs only the commands of the checkpoint client (:data:`~owx.canary.checkpoint.k
 no scripts, no key listing, no ``MONITOR``, ``CLIENT LIST``, ``CONFIG`` or ``FLUSHALL``. Users and
 passwords are derived from owx's own Redis password (HMAC), so every gateway configured with the
 same store URL derives the same ones and no state is kept; owx (re)defines a namespace's user before
-each attempt of its stateful functions, which also restores users a restarted Redis forgot.
+its stateful functions run (at most every few seconds), which also restores users a restarted Redis forgot.
 Redis keeps no byte count per user; :class:`~owx.canary.store_quota.StoreQuota` keeps one and takes
 a namespace's writes away (:meth:`RedisTenants.cut_writes`) while it holds more than its budget, a
 mark kept in the store itself, which every gateway's definitions of that user keep.
@@ -114,9 +114,9 @@ class RedisTenants:
         return urlunsplit((self._parts.scheme, f"{name}:{quote(password, safe='')}@{host}", self._parts.path,
                            query, ""))
 
-    def ensure(self, namespace: str) -> None:
-        """(Re)define the namespace's user; a failure is logged (its actions then run without
-        checkpoints, as when the store is down)."""
+    def ensure(self, namespace: str) -> bool:
+        """(Re)define the namespace's user; False if the store refused (logged: its actions then run
+        without checkpoints, as when the store is down)."""
         name, password, prefix = self.user(namespace)
         keys = glob_literal(prefix) + "*"
 
@@ -129,8 +129,10 @@ class RedisTenants:
 
         try:
             self._admin.transaction(define, self._cut_key)
+            return True
         except self._errors as exc:
             log.warning("checkpoint store: cannot define the user of namespace %r: %s", namespace, exc)
+            return False
 
     def close(self) -> None:
         self._admin.close()

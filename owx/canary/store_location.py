@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -37,6 +38,7 @@ from owx.platform import Platform
 from owx.settings import Settings
 
 MiB = 1024 * 1024
+GRANT_EVERY_S = 5.0  # how long a restarted Redis may refuse a namespace's actions before owx defines its user again
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,7 @@ class StoreLocation:
         self._ready: set[Path] = set()
         self._opened: dict[str, CheckpointStore | StoreWorker] = {}  # by namespace
         self._lock = threading.Lock()
+        self._granted: dict[str, float] = {}  # namespace -> when its user is defined again
 
     def url_for(self, namespace: str) -> str:
         """The store URL ``namespace``'s actions and the core use."""
@@ -88,6 +91,7 @@ class StoreLocation:
         if self._url is not None and self._own_blobs(namespace) is None:
             return
         if self._identity(namespace) is not None:
+            self.grant(namespace)  # the worker logs in as the namespace's user
             try:
                 self.open(namespace)
             except CheckpointError as exc:
@@ -120,10 +124,17 @@ class StoreLocation:
         return self._platform.namespace_identity(namespace) if in_namespace_dir else None
 
     def grant(self, namespace: str) -> None:
-        """Let the namespace's actions into a store with a user per namespace (before each attempt: a
-        restarted Redis forgot its users). One round trip to the store; nothing elsewhere."""
-        if self._tenants is not None:
-            self._tenants.ensure(namespace)
+        """Let the namespace's actions into a store with a user per namespace: before an attempt, once
+        in ``GRANT_EVERY_S`` (a restarted Redis forgot its users). One round trip to the store."""
+        if self._tenants is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if now < self._granted.get(namespace, 0.0):
+                return
+        if self._tenants.ensure(namespace):
+            with self._lock:
+                self._granted[namespace] = now + GRANT_EVERY_S
 
     def close(self) -> None:
         with self._lock:
