@@ -30,6 +30,7 @@ from owx.canary.replication import FailureRate
 from owx.canary.runtimes import RuntimeManager
 from owx.canary.store_location import StoreLocation
 from owx.canary.strategies import STRATEGIES
+from owx.canary.table_retention import TableRetention
 from owx.canary.tables import (
     PLATFORM_NS,
     CoreTables,
@@ -70,6 +71,7 @@ class CanaryCore:
         self.deaths.subscribe(self._node_watch)
         platform.subscribe(self.deaths)
         self.checkpoints = CheckpointView(store.open, tables)
+        self.retention = TableRetention(tables.store, settings.table_rows, settings.table_min_age_s)
         self._functions: dict[str, Function] = {}
         self._jobs: dict[str, str] = {}  # function id -> job id, for jobs submitted but not yet admitted
         self._options: dict[str, CanaryOptions] = {}  # by runtime key
@@ -258,6 +260,7 @@ class CanaryCore:
         return won
 
     def close(self) -> None:
+        self.retention.close()
         self.runtimes.close()
         self.deaths.close()
         self.store.close()
@@ -284,6 +287,7 @@ class CanaryCore:
         self.tables.update(function.namespace, "function_info", function.function_id,
                            lambda row: _ended(row, succeeded))
         self.tables.update(function.namespace, "job_info", function.job_id, lambda row: _counted(row, succeeded))
+        self.retention.function_ended(function.namespace)
 
     def _job_row(self, job_id: str, resolved: ResolvedAction, spec: ActionSpec, options: CanaryOptions,
                  function_ids: list[str]) -> JobInfo:

@@ -27,6 +27,13 @@ class CanarySettings(BaseModel):
         "sent, commands a MULTI queued; Redis' maxmemory-clients, which owx sets unless it is tighter): past it "
         "Redis closes the clients holding the most"
     )
+    table_rows: int = Field(
+        10_000, ge=1, description="rows each Canary table (jobs, functions, checkpoints, replicas, commits) keeps per "
+        "namespace, its newest by update; older ones go once they are table_min_age_s old (the rows count against "
+        "the namespace's entity bound)")
+    table_min_age_s: float = Field(
+        3600.0, ge=0, description="no Canary row younger is deleted, however many there are: a function's commit "
+        "must outlive every attempt of it, so at least the longest a stateful function runs, its retries included")
     failure_window: int = Field(50, ge=5, description="recent function outcomes the dynamic strategy looks at")
     replica_linger_s: float = Field(
         10.0, ge=0, description="how long replicas of a runtime outlive its last active function"
