@@ -211,3 +211,35 @@ def test_deleting_rule_or_trigger(http, gateway):
     deleted = http.delete(gateway.api(f"rules/{rule}"))
     assert deleted.status_code == 200 and deleted.json()["status"] == "inactive"
     assert http.get(gateway.api(f"rules/{rule}")).status_code == 404
+
+
+def test_a_rule_and_its_link_cut_apart_by_a_killed_gateway_fire_as_the_rule_says(http, gateway):
+    """A rule is a document and a link in its trigger, two writes. Left as a gateway killed between them
+    leaves them: a link whose rule has moved to another trigger, or is deleted, fires nothing and is
+    dropped (before, it ran the action with no rule naming it, for good); a rule stored without its
+    link is linked again, active, by the update a client retries (before, it stayed inactive)."""
+    store = gateway.service.entities
+    action, first, moved, _ = _trigger_and_rule(http, gateway)
+    second = _unique("trg")
+    assert http.put(gateway.api(f"triggers/{second}"), json={}).status_code == 200
+    rule = store.get(gateway.namespace, "rules", moved)  # moved to the second trigger, cut off before the unlink
+    store.put(gateway.namespace, "rules", moved, {**rule.doc, "trigger": {"path": gateway.namespace, "name": second}},
+              rule.rev)
+    link = store.get(gateway.namespace, "triggers", first).doc["rules"]
+    trigger = store.get(gateway.namespace, "triggers", second)
+    store.put(gateway.namespace, "triggers", second, {**trigger.doc, "rules": link}, trigger.rev)
+    assert http.post(gateway.api(f"triggers/{first}"), json={}).status_code == 204  # its only link was stale
+    assert store.get(gateway.namespace, "triggers", first).doc["rules"] == {}
+    fired = http.post(gateway.api(f"triggers/{second}"), json={})
+    assert fired.status_code == 202
+    (line,) = [json.loads(text) for text in gateway.wait_record(http, fired.json()["activationId"])["logs"]]
+    assert line["rule"] == f"{gateway.namespace}/{moved}" and line["success"]
+
+    cut = _unique("rule")  # stored, then the gateway died before the link
+    body = {"trigger": f"/_/{first}", "action": f"/_/{action}"}
+    store.put(gateway.namespace, "rules", cut, {**store.get(gateway.namespace, "rules", moved).doc, "name": cut,
+                                                "trigger": {"path": gateway.namespace, "name": first}}, None)
+    assert http.get(gateway.api(f"rules/{cut}")).json()["status"] == "inactive"
+    retried = http.put(gateway.api(f"rules/{cut}"), params={"overwrite": "true"}, json=body)
+    assert retried.status_code == 200 and retried.json()["status"] == "active"
+    assert http.post(gateway.api(f"triggers/{first}"), json={}).status_code == 202

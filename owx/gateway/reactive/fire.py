@@ -21,6 +21,7 @@ from owx.gateway.pipeline import records
 from owx.gateway.pipeline.admission import Throttle
 from owx.gateway.pipeline.invoke import DURABLE_WAIT_S, Invoker
 from owx.gateway.reactive.models import ACTIVE, ref_path, ref_text
+from owx.gateway.reactive.rules import names_trigger
 from owx.gateway.reactive.triggers import TriggerCatalog
 from owx.gateway.stores import ActivationStore, EntityStore
 
@@ -62,7 +63,7 @@ class TriggerFirer:
         entity = self.triggers.entity(identity.namespace, name)
         if entity is None:
             raise absent(self.entities, identity.namespace, TRIGGERS, name)
-        rules: dict[str, dict[str, Any]] = entity.doc.get("rules") or {}
+        rules = self._linked(identity.namespace, name, entity.doc.get("rules") or {})
         if not any(link.get("status") == ACTIVE for link in rules.values()):
             return None
         start_ms = records.now_ms()
@@ -78,6 +79,19 @@ class TriggerFirer:
             observe(identity.namespace, sum(1 for line in lines if line["success"]))
         stored.result(DURABLE_WAIT_S)  # answered for only once it cannot be lost
         return activation_id
+
+    def _linked(self, namespace: str, trigger: str, links: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The trigger's ``links`` whose rules name it; the others (a rule deleted or moved by a write a
+        killed gateway cut off) are dropped from the trigger, each checked again as it goes."""
+        live = {rule: link for rule, link in links.items() if names_trigger(self.entities, rule, namespace, trigger)}
+        if len(live) < len(links):
+            def drop_stale(current: dict[str, Any]) -> None:
+                for rule in [r for r in current if r not in live]:
+                    if not names_trigger(self.entities, rule, namespace, trigger):
+                        current.pop(rule)
+
+            self.triggers.change_rules(namespace, trigger, drop_stale)
+        return live
 
     def _activate(self, identity: Identity, rule: str, link: dict[str, Any], args: dict[str, Any],
                   transaction: str | None) -> dict[str, Any]:

@@ -1,8 +1,13 @@
 """Rules in the entity store (collection ``rules``); each rule's status lives in its trigger.
 
 As in OpenWhisk, a rule document names its trigger and action; whether it is active is kept in
-the trigger's ``rules`` map (so firing reads one document), and a rule whose trigger is gone is
-inactive. A rule may name the caller's actions or actions in another namespace's published package.
+the trigger's ``rules`` map, and a rule whose trigger is gone is inactive. A rule may name the
+caller's actions or actions in another namespace's published package.
+
+The rule document and its trigger's link are two writes, so a gateway killed between them leaves
+one without the other. The document is the truth: a link counts only while its rule names that
+trigger (:func:`names_trigger`; firing drops the others), and a rule whose link is missing
+altogether (not disabled: gone) is linked again, active, by its next update.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ class RuleCatalog:
         trigger = resolve_ref(body.trigger, namespace) if body.trigger is not None else ref_path(old["trigger"])
         action = resolve_ref(body.action, namespace) if body.action is not None else ref_path(old["action"])
         self._check_references(identity, trigger, action)
-        status = self._status(old) if current else ACTIVE
+        status = (self._link(old) or {"status": ACTIVE})["status"] if current else ACTIVE  # no link: a write cut off
         doc = {
             "namespace": namespace,
             "name": name,
@@ -138,9 +143,20 @@ class RuleCatalog:
 
     def _status(self, doc: dict[str, Any]) -> str:
         """The rule's status as its trigger records it; inactive when the trigger or the link is gone."""
-        trigger = self.triggers.entity(*_trigger_key(doc))
-        link = (trigger.doc.get("rules") or {}).get(_rule_key(doc["namespace"], doc["name"])) if trigger else None
+        link = self._link(doc)
         return link["status"] if link else INACTIVE
+
+    def _link(self, doc: dict[str, Any]) -> dict[str, Any] | None:
+        """The link to the rule ``doc`` in its trigger, if both are there."""
+        trigger = self.triggers.entity(*_trigger_key(doc))
+        return (trigger.doc.get("rules") or {}).get(_rule_key(doc["namespace"], doc["name"])) if trigger else None
+
+
+def names_trigger(store: EntityStore, rule_key: str, namespace: str, trigger: str) -> bool:
+    """Whether the rule of a trigger's link ``rule_key`` (``ns/name``) exists and names that trigger."""
+    rule_namespace, _, name = rule_key.partition("/")
+    rule = store.get(rule_namespace, RULES, name) if rule_namespace and name else None
+    return rule is not None and _trigger_key(rule.doc) == (namespace, trigger)
 
 
 def _rule_key(namespace: str, name: str) -> str:
