@@ -75,7 +75,10 @@ def serve(sock: socket.socket, preload: list[str]) -> None:
             print(f"owx zygote: not preloaded {name}: {exc}", file=sys.stderr, flush=True)
     import owx.runtimes.python_action  # noqa: F401  the runtime itself
 
-    fd_messages.send(sock, {"ready": True})
+    try:
+        fd_messages.send(sock, {"ready": True})
+    except OSError:  # the gateway went away while the modules loaded: nothing to serve
+        return
     exits = ChildExits()
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, "request")
