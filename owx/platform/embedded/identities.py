@@ -82,11 +82,13 @@ class Identities:
         return path if path.is_dir() else None
 
     def close(self) -> None:
-        """Detach the namespaces' volumes (their images stay, for the next start)."""
+        """Detach the namespaces' volumes, those a killed predecessor left mounted too (their images
+        stay, for the next start)."""
         with self._making:
-            if self.sandbox.namespace_dir_mb:
-                for gid in self._ready:
-                    namespace_volume.detach(self.directories / str(gid))
+            if self.sandbox.namespace_dir_mb and self.directories.is_dir():
+                for path in self.directories.iterdir():
+                    if os.path.ismount(path):
+                        namespace_volume.detach(path)
             self._ready.clear()
 
     def _make(self, path: Path, gid: int) -> None:
