@@ -192,6 +192,20 @@ class CanaryCore:
         self._finish(function, outcome)
         return outcome
 
+    def unfinished(self, namespace: str, function_id: str) -> None:
+        """A function a gateway stopped or died before it finished (its record says so): its row and
+        its job's count end as failed, where they had not ended."""
+        ended: list[FunctionInfo] = []
+
+        def end(row: FunctionInfo) -> None:
+            if row.state not in ("succeeded", "failed"):
+                _ended(row, succeeded=False)
+                ended.append(row)
+
+        self.tables.update(namespace, "function_info", function_id, end)
+        if ended:
+            self.tables.update(namespace, "job_info", ended[0].job_id, lambda row: _counted(row, succeeded=False))
+
     def count(self, stat: str, namespace: str) -> None:
         with self._lock:
             self.stats[stat] += 1

@@ -29,6 +29,7 @@ class CanaryExtension:
         self.core = CanaryCore(gateway.platform, CoreTables(gateway.entities), ResultLedger(gateway.entities),
                                settings.canary, store, gateway.throttle.pump, settings.gateway.max_payload_bytes)
         gateway.invoker.route(self.core.accepts, self.core, self.core.gate)
+        gateway.invoker.unfinished_observers.append(self.core.unfinished)
         gateway.blueprints.append(api.register)
         gateway.catalog.action_checks.append(api.check_action)
         gateway.catalog.action_checks.append(partial(api.check_copies_fit, self.core))

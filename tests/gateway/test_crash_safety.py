@@ -175,3 +175,29 @@ def test_blocking_invokes_of_one_tenant_do_not_hold_the_threads_others_need(tmp_
             assert all(w.result().status_code == 200 for w in waits)
     finally:
         gateway.stop()
+
+
+def test_a_stateful_function_cut_off_by_a_killed_gateway_ends_failed_in_canarys_tables(tmp_path) -> None:
+    """The next start records it as failed, and Canary's tables say the same: its function row and its
+    job's count end, where they stayed 'running' for good."""
+    gateway = start_gateway_process(tmp_path / "stateful")
+    http = gateway.session()
+    name = f"stateful-{uuid.uuid4().hex[:6]}"
+    assert http.put(gateway.api(f"actions/{name}"), json={"exec": {"kind": "python:3", "code": SLEEPER},
+                                                           "annotations": [{"key": "canary", "value": True}]}).ok
+    aid = http.post(gateway.api(f"actions/{name}"), json={"s": 30}).json()["activationId"]
+    deadline = time.monotonic() + 30
+    while http.get(gateway.api(f"canary/function_info/{aid}")).json().get("state") != "running":
+        assert time.monotonic() < deadline, "the function never ran"
+        time.sleep(0.1)
+    gateway.kill()
+    gateway.restart()
+    try:
+        assert record(gateway, aid)["response"]["result"]["error"] == GATEWAY_DIED
+        http = gateway.session()
+        function = http.get(gateway.api(f"canary/function_info/{aid}")).json()
+        job = http.get(gateway.api(f"canary/job_info/{function['job_id']}")).json()
+        assert function["state"] == "failed" and function["ended"] is not None, function
+        assert (job["state"], job["failed"]) == ("done", 1), job
+    finally:
+        gateway.stop()

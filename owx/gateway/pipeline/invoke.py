@@ -221,6 +221,8 @@ class Invoker:
         self._tasks: set[asyncio.Task[Completion]] = set()
         self._closed = threading.Event()
         self.record_observers: list[Callable[[dict[str, Any]], None]] = []  # told of every record stored (metrics)
+        # told (namespace, activation id) of each activation recorded as failed because a gateway stopped or died
+        self.unfinished_observers: list[Callable[[str, str], None]] = []
 
     def route(self, accepts: Callable[[ResolvedAction], bool], runner: Runner, gate: Gate | None = None) -> None:
         """Send actions that ``accepts`` selects to ``runner`` instead of the platform (e.g. Canary's
@@ -598,6 +600,11 @@ class Invoker:
     def _put_unfinished(self, entry: dict[str, Any], message: str, end_ms: int) -> None:
         self.activations.put(records.unfinished(entry, message, self.max_result_bytes, end_ms),
                              entry.get(OUTSIDER) is True)
+        for observe in self.unfinished_observers:
+            try:
+                observe(entry["namespace"], entry["activationId"])
+            except Exception:  # noqa: BLE001 - an extension's bookkeeping must not stop the others' records
+                log.exception("unfinished activation %s: an observer failed", entry["activationId"])
 
 
 def _copy(task: asyncio.Task[Completion], done: Future[Completion]) -> None:
