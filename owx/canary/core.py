@@ -195,16 +195,22 @@ class CanaryCore:
     def unfinished(self, namespace: str, function_id: str) -> None:
         """A function a gateway stopped or died before it finished (its record says so): its row and
         its job's count end as failed, where they had not ended."""
+        self._end_rows(namespace, function_id, succeeded=False)
+
+    def _end_rows(self, namespace: str, function_id: str, succeeded: bool) -> None:
+        """End the function's row and count it in its job's, once: a function a stopping gateway
+        recorded as unfinished may still end on its own before the process does."""
         ended: list[FunctionInfo] = []
 
         def end(row: FunctionInfo) -> None:
+            ended.clear()
             if row.state not in ("succeeded", "failed"):
-                _ended(row, succeeded=False)
+                _ended(row, succeeded)
                 ended.append(row)
 
         self.tables.update(namespace, "function_info", function_id, end)
         if ended:
-            self.tables.update(namespace, "job_info", ended[0].job_id, lambda row: _counted(row, succeeded=False))
+            self.tables.update(namespace, "job_info", ended[0].job_id, lambda row: _counted(row, succeeded))
 
     def count(self, stat: str, namespace: str) -> None:
         with self._lock:
@@ -297,10 +303,7 @@ class CanaryCore:
         if function.options.fault_tolerance == "canary":
             self.checkpoints.finished(function, outcome.status == "success")
         outcome.annotations.extend(function.annotations())
-        succeeded = outcome.status == "success"
-        self.tables.update(function.namespace, "function_info", function.function_id,
-                           lambda row: _ended(row, succeeded))
-        self.tables.update(function.namespace, "job_info", function.job_id, lambda row: _counted(row, succeeded))
+        self._end_rows(function.namespace, function.function_id, outcome.status == "success")
         self.retention.function_ended(function.namespace)
 
     def _job_row(self, job_id: str, resolved: ResolvedAction, spec: ActionSpec, options: CanaryOptions,

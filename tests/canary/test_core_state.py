@@ -217,3 +217,18 @@ def test_a_stateful_action_is_held_to_the_gateways_result_limit_not_a_default():
             f"The action produced a response that exceeded the allowed length: {sent} > {3 * 1024 * 1024} bytes.")
     finally:
         gateway.stop()
+
+
+def test_a_function_recorded_unfinished_is_counted_once_in_its_job_if_it_ends_after(gw, http):
+    """A stopping gateway records what still runs as unfinished and tells Canary, which ends the rows
+    as failed; the function may still end on its own before the process does: the job counts it once,
+    as its first end (the record's first write wins too)."""
+    name = gw.put_action(http, canary={"checkpoint": "explicit"})
+    aid = http.post(gw.api(f"actions/{name}"), json={"steps": 20, "delay": 0.05}).json()["activationId"]
+    wait_for(lambda: http.get(gw.api(f"canary/function_info/{aid}")).json().get("state") == "running", 30,
+             "the function never ran")
+    gw.core.unfinished(gw.namespace, aid)
+    assert gw.wait_record(http, aid)["response"]["success"]  # recorded once it ended: its rows' end came first
+    job = http.get(gw.api(f"canary/job_info/{aid}")).json()
+    assert (job["state"], job["failed"], job["succeeded"]) == ("done", 1, 0), job
+    assert http.get(gw.api(f"canary/function_info/{aid}")).json()["state"] == "failed"
