@@ -6,5 +6,7 @@ from pydantic import ValidationError
 
 
 def problems(exc: ValidationError, whole: str = "value") -> str:
-    """``field.path: message; ...`` (``whole`` names a complaint about the value itself)."""
-    return "; ".join(f"{'.'.join(str(p) for p in error['loc']) or whole}: {error['msg']}" for error in exc.errors())
+    """``field.path: message; ...`` (``whole`` names a complaint about the value itself; a validator's
+    own message without pydantic's "Value error, " before it)."""
+    return "; ".join(f"{'.'.join(str(p) for p in error['loc']) or whole}: {error['msg'].removeprefix('Value error, ')}"
+                     for error in exc.errors())

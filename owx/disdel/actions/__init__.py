@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from owx.common.malloc import fix_mmap_threshold
+from owx.common.validation_errors import problems
 
 fix_mmap_threshold()
 
@@ -24,8 +25,7 @@ def entry(params_type: type[BaseModel], run: Callable[[Any], BaseModel]) -> Call
         try:
             params = params_type.model_validate(fields)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            return {"error": f"invalid parameters: {problems}"}
+            return {"error": f"invalid parameters: {problems(exc)}"}
         return run(params).model_dump(mode="json")
 
     return main

@@ -13,6 +13,7 @@ from owx.gateway import errors
 from owx.gateway.errors import ApiError, bad_request, forbidden, too_big
 from owx.gateway.identity import Identity
 from owx.common.jsonvalues import InvalidJson, loads
+from owx.common.validation_errors import problems
 from owx.gateway.names import check_namespace
 from owx.gateway.service import Gateway
 
@@ -170,8 +171,4 @@ def model(model_type: type[Model]) -> Model:
     try:
         return model_type.model_validate(json_object())
     except ValidationError as exc:
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise bad_request(errors.MALFORMED.format(detail=detail)) from None
+        raise bad_request(errors.MALFORMED.format(detail=problems(exc, whole="body"))) from None
